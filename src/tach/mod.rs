@@ -1,0 +1,19 @@
+//! The TACH format: varints, header and footer, tables, sample records, the reader and
+//! the writer. This module knows nothing of output formats.
+
+pub mod error;
+pub mod header;
+pub mod reader;
+pub mod records;
+pub mod source;
+pub mod tables;
+pub mod varint;
+
+pub use error::{FormatError, Located, Region, Result, TachError};
+pub use header::{
+    ByteOrder, CaptureFeatures, Compression, Config, Footer, Header, ProfilingMode, Stats,
+    MAX_STACK_DEPTH,
+};
+pub use reader::{Decompression, SampleStream, TachFile};
+pub use records::{OwnedSample, RecordKind, RecordMix, Sample};
+pub use tables::{FrameEntry, Location};

@@ -1,0 +1,405 @@
+//! Opening a TACH file: validate the header, tables, stats block and footer, then
+//! decode the sample region as a stream.
+//!
+//! The file is memory-mapped with sequential-access advice. Nothing is allocated from a
+//! count in the file before that count is checked against the bytes that could hold it.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::error::{FormatError, Located, Region, Result, TachError};
+use super::header::{Compression, Footer, Header, Stats, FOOTER_SIZE, HEADER_SIZE};
+use super::records::{DecoderSetup, FrameCheck, OwnedSample, RecordMix, Sample, SampleDecoder};
+use super::source::{ByteSource, SliceSource, ThreadedZstdSource, ZstdSource};
+use super::tables::{self, FrameEntry};
+
+/// The bytes of an opened file.
+enum Backing {
+    Map(memmap2::Mmap),
+    Bytes(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Backing {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Backing::Map(m) => m,
+            Backing::Bytes(b) => b,
+        }
+    }
+}
+
+/// A sub-range of shared file bytes that can cross threads.
+struct SharedRange {
+    data: Arc<Backing>,
+    range: Range<usize>,
+}
+
+impl AsRef<[u8]> for SharedRange {
+    fn as_ref(&self) -> &[u8] {
+        &self.data.as_ref().as_ref()[self.range.clone()]
+    }
+}
+
+/// How the sample region is decompressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Decompression {
+    /// On a helper thread when the region is compressed and large enough to pay.
+    #[default]
+    Auto,
+    /// Always on the calling thread.
+    SameThread,
+}
+
+/// Compressed regions smaller than this are decompressed on the calling thread:
+/// starting a thread costs more than it saves.
+const THREADED_ZSTD_MIN: usize = 256 * 1024;
+
+/// An opened, validated TACH file.
+pub struct TachFile {
+    path: PathBuf,
+    data: Arc<Backing>,
+    header: Header,
+    footer: Footer,
+    stats: Option<Stats>,
+    string_ranges: Vec<Range<usize>>,
+    strings: Vec<Box<str>>,
+    frames: Vec<FrameEntry>,
+    /// Per frame: the first string index that is out of range, if any. CPython only
+    /// rejects such a frame when a sample uses it.
+    bad_string: Vec<Option<u32>>,
+    frame_table_end: usize,
+}
+
+impl std::fmt::Debug for TachFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TachFile")
+            .field("path", &self.path)
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TachFile {
+    /// Opens and validates `path`. The sample region is checked when it is decoded
+    /// (see [`TachFile::samples`] and [`TachFile::verify`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<TachFile> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| TachError::io(path, e))?;
+        let len = file.metadata().map_err(|e| TachError::io(path, e))?.len();
+        let backing = if len == 0 {
+            Backing::Bytes(Vec::new())
+        } else {
+            // SAFETY: the map is read-only and private. A file truncated by another
+            // process while mapped could fault; profiles are written once and closed.
+            let map = unsafe { memmap2::MmapOptions::new().map(&file) }
+                .map_err(|e| TachError::io(path, e))?;
+            #[cfg(unix)]
+            {
+                let _ = map.advise(memmap2::Advice::Sequential);
+            }
+            Backing::Map(map)
+        };
+        Self::from_backing(path.to_path_buf(), backing)
+    }
+
+    /// Validates a file already in memory; `name` is used in error messages.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<TachFile> {
+        Self::from_backing(name.into(), Backing::Bytes(bytes))
+    }
+
+    fn from_backing(path: PathBuf, backing: Backing) -> Result<TachFile> {
+        let fail = |at: Located| TachError::format(path.clone(), at);
+        let data = backing.as_ref();
+        let size = data.len() as u64;
+        if data.len() < HEADER_SIZE + FOOTER_SIZE {
+            return Err(fail(Located::file(0, FormatError::FileTooSmall { size })));
+        }
+        let header = Header::parse(data).map_err(|(off, e)| fail(Located::file(off, e)))?;
+        let footer_at = data.len() - FOOTER_SIZE;
+        let footer = Footer::parse(&data[footer_at..], header.byte_order);
+
+        let table_err = |off: u64, table: &'static str, offset: u64, why: String| {
+            fail(Located::file(off, FormatError::TableOffset { table, offset, why }))
+        };
+        let (st, ft) = (header.string_table_offset, header.frame_table_offset);
+        if st > size {
+            return Err(table_err(40, "string", st, format!("beyond the end of the {size}-byte file")));
+        }
+        if ft > size {
+            return Err(table_err(48, "frame", ft, format!("beyond the end of the {size}-byte file")));
+        }
+        if st < HEADER_SIZE as u64 {
+            return Err(table_err(40, "string", st, "inside the header".into()));
+        }
+        if ft < HEADER_SIZE as u64 {
+            return Err(table_err(48, "frame", ft, "inside the header".into()));
+        }
+        if st > ft {
+            return Err(fail(Located::file(
+                40,
+                FormatError::TablesOutOfOrder { string: st, frame: ft },
+            )));
+        }
+        let string_ranges =
+            tables::parse_strings(data, st as usize, footer.string_count).map_err(fail)?;
+        let strings = string_ranges
+            .iter()
+            .map(|r| String::from_utf8_lossy(&data[r.clone()]).into())
+            .collect();
+        let frames = tables::parse_frames(data, ft as usize, footer.frame_count).map_err(fail)?;
+        let frame_table_end = frame_table_end(data, ft as usize, frames.len());
+        let stats = if frame_table_end <= footer_at {
+            Stats::find(data, frame_table_end, footer_at, header.byte_order)
+                .map_err(|(off, e)| fail(Located::file(off, e)))?
+                .map(|(_, s)| s)
+        } else {
+            None
+        };
+        let string_count = footer.string_count;
+        let bad_string = frames
+            .iter()
+            .map(|f| {
+                [f.filename, f.funcname]
+                    .into_iter()
+                    .find(|&i| i >= string_count)
+            })
+            .collect();
+        Ok(TachFile {
+            path,
+            data: Arc::new(backing),
+            header,
+            footer,
+            stats,
+            string_ranges,
+            strings,
+            frames,
+            bad_string,
+            frame_table_end,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+    pub fn stats(&self) -> Option<&Stats> {
+        self.stats.as_ref()
+    }
+    pub fn file_size(&self) -> u64 {
+        self.bytes().len() as u64
+    }
+    fn bytes(&self) -> &[u8] {
+        self.data.as_ref().as_ref()
+    }
+    /// The whole file.
+    pub fn raw_bytes(&self) -> &[u8] {
+        self.bytes()
+    }
+    /// The sample region as stored (compressed or not): bytes 64..string_table_offset.
+    pub fn sample_region(&self) -> &[u8] {
+        &self.bytes()[HEADER_SIZE..self.header.string_table_offset as usize]
+    }
+    /// Where the frame table ends (the stats block or footer follows).
+    pub fn frame_table_end(&self) -> usize {
+        self.frame_table_end
+    }
+
+    /// Strings decoded as UTF-8 with invalid bytes replaced, as CPython decodes them.
+    pub fn strings(&self) -> &[Box<str>] {
+        &self.strings
+    }
+    pub fn string(&self, index: u32) -> &str {
+        &self.strings[index as usize]
+    }
+    /// A string's bytes exactly as stored.
+    pub fn string_bytes(&self, index: u32) -> &[u8] {
+        &self.bytes()[self.string_ranges[index as usize].clone()]
+    }
+    pub fn frames(&self) -> &[FrameEntry] {
+        &self.frames
+    }
+    /// A frame's function name (frames in samples are always validated).
+    pub fn funcname(&self, frame: u32) -> &str {
+        self.string(self.frames[frame as usize].funcname)
+    }
+    pub fn filename(&self, frame: u32) -> &str {
+        self.string(self.frames[frame as usize].filename)
+    }
+
+    /// A pull decoder over the samples.
+    pub fn samples(&self) -> SampleStream<'_> {
+        self.samples_with(Decompression::Auto)
+    }
+
+    pub fn samples_with(&self, how: Decompression) -> SampleStream<'_> {
+        let region = self.sample_region();
+        let (source, region_kind, init_error) = match self.header.compression {
+            Compression::None => (AnySource::Slice(SliceSource::new(region)), Region::File, None),
+            Compression::Zstd => {
+                let threaded = how == Decompression::Auto && region.len() >= THREADED_ZSTD_MIN;
+                if threaded {
+                    let shared = SharedRange {
+                        data: self.data.clone(),
+                        range: HEADER_SIZE..self.header.string_table_offset as usize,
+                    };
+                    (
+                        AnySource::Threaded(Box::new(ThreadedZstdSource::new(shared))),
+                        Region::DecompressedSamples,
+                        None,
+                    )
+                } else {
+                    match ZstdSource::new(region) {
+                        Ok(s) => (AnySource::Zstd(Box::new(s)), Region::DecompressedSamples, None),
+                        Err(e) => (
+                            AnySource::Slice(SliceSource::new(&[])),
+                            Region::DecompressedSamples,
+                            Some(e),
+                        ),
+                    }
+                }
+            }
+        };
+        let decoder = SampleDecoder::new(
+            source,
+            DecoderSetup {
+                byte_order: self.header.byte_order,
+                start_time_us: self.header.start_time_us,
+                thread_count: self.header.thread_count,
+                sample_count: self.header.sample_count,
+                frames: FrameCheck {
+                    frame_count: self.frames.len() as u32,
+                    bad_string: &self.bad_string,
+                    string_count: self.footer.string_count,
+                },
+                region: region_kind,
+                file_offset: HEADER_SIZE as u64,
+            },
+        );
+        SampleStream {
+            path: &self.path,
+            decoder,
+            init_error,
+        }
+    }
+
+    /// Decodes every sample, checking everything CPython's reader checks.
+    pub fn verify(&self) -> Result<RecordMix> {
+        let mut stream = self.samples();
+        while stream.next_sample()?.is_some() {}
+        Ok(*stream.mix())
+    }
+
+    /// Calls `f` for every sample in file order.
+    pub fn for_each_sample(&self, mut f: impl FnMut(&Sample<'_>)) -> Result<RecordMix> {
+        let mut stream = self.samples();
+        while let Some(s) = stream.next_sample()? {
+            f(&s);
+        }
+        Ok(*stream.mix())
+    }
+
+    /// Every sample, owned. Convenient for tests and small files; memory grows with
+    /// the number of samples, so prefer [`TachFile::samples`] for real work.
+    pub fn collect_samples(&self) -> Result<Vec<OwnedSample>> {
+        let mut out = Vec::new();
+        self.for_each_sample(|s| out.push(s.to_owned()))?;
+        Ok(out)
+    }
+}
+
+/// Where the frame table ends: re-walks the varints of `count` frames (already
+/// validated by [`tables::parse_frames`]).
+fn frame_table_end(data: &[u8], mut pos: usize, count: usize) -> usize {
+    for _ in 0..count {
+        for _ in 0..6 {
+            let (_, n) = super::varint::decode_u64(&data[pos..]).expect("validated frame table");
+            pos += n;
+        }
+        pos += 1;
+    }
+    pos
+}
+
+/// The source behind a [`SampleStream`].
+pub enum AnySource<'a> {
+    Slice(SliceSource<'a>),
+    Zstd(Box<ZstdSource<'a>>),
+    Threaded(Box<ThreadedZstdSource>),
+}
+
+impl ByteSource for AnySource<'_> {
+    #[inline]
+    fn window(&self) -> &[u8] {
+        match self {
+            AnySource::Slice(s) => s.window(),
+            AnySource::Zstd(s) => s.window(),
+            AnySource::Threaded(s) => s.window(),
+        }
+    }
+    fn refill(&mut self, consumed: usize) -> Result<bool, FormatError> {
+        match self {
+            AnySource::Slice(s) => s.refill(consumed),
+            AnySource::Zstd(s) => s.refill(consumed),
+            AnySource::Threaded(s) => s.refill(consumed),
+        }
+    }
+    fn is_complete(&self) -> bool {
+        match self {
+            AnySource::Slice(s) => s.is_complete(),
+            AnySource::Zstd(s) => s.is_complete(),
+            AnySource::Threaded(s) => s.is_complete(),
+        }
+    }
+}
+
+/// A stream of samples from one file, with errors naming the file.
+pub struct SampleStream<'a> {
+    path: &'a Path,
+    decoder: SampleDecoder<'a, AnySource<'a>>,
+    init_error: Option<FormatError>,
+}
+
+impl<'a> SampleStream<'a> {
+    /// The next sample, `Ok(None)` at the end.
+    #[inline]
+    pub fn next_sample(&mut self) -> Result<Option<Sample<'_>>> {
+        if let Some(e) = self.init_error.take() {
+            return Err(TachError::format(
+                self.path,
+                Located {
+                    offset: 0,
+                    region: Region::DecompressedSamples,
+                    error: e,
+                },
+            ));
+        }
+        let path = self.path;
+        self.decoder
+            .next_sample()
+            .map_err(|at| TachError::format(path, at))
+    }
+
+    pub fn mix(&self) -> &RecordMix {
+        self.decoder.mix()
+    }
+
+    /// Samples decoded so far.
+    pub fn decoded(&self) -> u64 {
+        self.decoder.decoded()
+    }
+
+    /// The (thread_id, interpreter_id) pairs seen so far, in first-seen order.
+    pub fn threads(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.decoder
+            .threads()
+            .iter()
+            .map(|t| (t.thread_id, t.interpreter_id))
+    }
+}

@@ -1,0 +1,126 @@
+//! LEB128 varints and zigzag integers, as CPython's `binary_io.h` encodes them.
+//!
+//! Varints are byte-order free. A u64 varint may take at most 10 bytes; CPython's
+//! decoder treats anything longer as malformed, and so do we. A u32 varint is decoded
+//! as a u64 and rejected when it does not fit, as CPython does.
+
+/// Longest valid varint in bytes.
+pub const MAX_VARINT_LEN: usize = 10;
+
+/// Why a varint could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VarintError {
+    /// The input ended before the last byte (the one without the continuation bit).
+    Truncated,
+    /// More than [`MAX_VARINT_LEN`] bytes carry the continuation bit.
+    TooLong,
+    /// A 32-bit field holds a value above `u32::MAX` (CPython rejects it too).
+    Overflow32,
+}
+
+/// Decodes a u64 varint from the start of `buf`; returns the value and its length.
+#[inline]
+pub fn decode_u64(buf: &[u8]) -> Result<(u64, usize), VarintError> {
+    // Fast path for the common one-byte case (indices under 128, small deltas).
+    match buf.first() {
+        None => return Err(VarintError::Truncated),
+        Some(&b) if b < 0x80 => return Ok((b as u64, 1)),
+        _ => {}
+    }
+    let mut value: u64 = 0;
+    for (i, &byte) in buf.iter().take(MAX_VARINT_LEN).enumerate() {
+        // Bits past 64 are dropped, as CPython's shift-and-or loop does.
+        value |= ((byte & 0x7f) as u64) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok((value, i + 1));
+        }
+    }
+    if buf.len() >= MAX_VARINT_LEN {
+        Err(VarintError::TooLong)
+    } else {
+        Err(VarintError::Truncated)
+    }
+}
+
+/// Decodes a u32 varint; a value above `u32::MAX` is an error, as in CPython.
+#[inline]
+pub fn decode_u32(buf: &[u8]) -> Result<(u32, usize), VarintError> {
+    let (v, n) = decode_u64(buf)?;
+    u32::try_from(v)
+        .map(|v| (v, n))
+        .map_err(|_| VarintError::Overflow32)
+}
+
+/// Decodes a zigzag-encoded i32.
+#[inline]
+pub fn decode_i32(buf: &[u8]) -> Result<(i32, usize), VarintError> {
+    decode_u32(buf).map(|(v, n)| (zigzag_decode(v), n))
+}
+
+#[inline]
+pub fn zigzag_encode(v: i32) -> u32 {
+    ((v << 1) ^ (v >> 31)) as u32
+}
+
+#[inline]
+pub fn zigzag_decode(v: u32) -> i32 {
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
+}
+
+/// Appends the varint encoding of `value` to `out`.
+#[inline]
+pub fn encode_u64(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+#[inline]
+pub fn encode_u32(out: &mut Vec<u8>, value: u32) {
+    encode_u64(out, value as u64)
+}
+
+#[inline]
+pub fn encode_i32(out: &mut Vec<u8>, value: i32) {
+    encode_u32(out, zigzag_encode(value))
+}
+
+/// Number of bytes `value` takes as a varint.
+#[inline]
+pub fn encoded_len(value: u64) -> usize {
+    let bits = 64 - (value | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_edges() {
+        for v in [0u64, 1, 127, 128, 300, 16383, 16384, u32::MAX as u64, u64::MAX] {
+            let mut buf = Vec::new();
+            encode_u64(&mut buf, v);
+            assert_eq!(buf.len(), encoded_len(v));
+            assert_eq!(decode_u64(&buf), Ok((v, buf.len())));
+        }
+        for v in [0i32, -1, 1, i32::MIN, i32::MAX, -12345] {
+            let mut buf = Vec::new();
+            encode_i32(&mut buf, v);
+            assert_eq!(decode_i32(&buf), Ok((v, buf.len())));
+        }
+    }
+
+    #[test]
+    fn rejects_truncated_and_overlong() {
+        assert_eq!(decode_u64(&[]), Err(VarintError::Truncated));
+        assert_eq!(decode_u64(&[0x80, 0x80]), Err(VarintError::Truncated));
+        assert_eq!(decode_u64(&[0xff; 11]), Err(VarintError::TooLong));
+        assert_eq!(decode_u64(&[0xff; 10]), Err(VarintError::TooLong));
+        let mut big = Vec::new();
+        encode_u64(&mut big, u32::MAX as u64 + 1);
+        assert_eq!(decode_u32(&big), Err(VarintError::Overflow32));
+    }
+}
