@@ -5,9 +5,11 @@ pub mod error;
 pub mod header;
 pub mod reader;
 pub mod records;
+pub mod rewrite;
 pub mod source;
 pub mod tables;
 pub mod varint;
+pub mod writer;
 
 pub use error::{FormatError, Located, Region, Result, TachError};
 pub use header::{
@@ -17,3 +19,4 @@ pub use header::{
 pub use reader::{Decompression, SampleStream, TachFile};
 pub use records::{OwnedSample, RecordKind, RecordMix, Sample};
 pub use tables::{FrameEntry, Location};
+pub use writer::{Writer, WriterBuilder, WriteSummary, DEFAULT_ZSTD_LEVEL};
