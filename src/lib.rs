@@ -1,1 +1,2 @@
 pub mod tach;
+pub mod export;

@@ -2,7 +2,9 @@
 //! the writer. This module knows nothing of output formats.
 
 pub mod error;
+pub mod filter;
 pub mod header;
+pub mod index;
 pub mod reader;
 pub mod records;
 pub mod rewrite;
@@ -20,3 +22,5 @@ pub use reader::{Decompression, SampleStream, TachFile};
 pub use records::{OwnedSample, RecordKind, RecordMix, Sample};
 pub use tables::{FrameEntry, Location};
 pub use writer::{Writer, WriterBuilder, WriteSummary, DEFAULT_ZSTD_LEVEL};
+pub use filter::SampleFilter;
+pub use index::{IndexOptions, ProfileIndex};

@@ -1,0 +1,203 @@
+//! Exporters: one module per output format behind the [`Exporter`] trait, and one
+//! registry that the CLI, the batch converter and the Python package all use.
+//!
+//! Exporters read the reader's filtered sample stream or its aggregated index, never
+//! raw bytes. Output is deterministic: the same input gives the same bytes.
+//!
+//! Adding a format: write `src/export/NAME.rs` implementing [`Exporter`], then add one
+//! line to [`REGISTRY`].
+
+pub mod batch;
+pub mod collapsed;
+pub mod render;
+
+use std::cell::OnceCell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::tach::filter::BoundFilter;
+use crate::tach::index::{first_timestamp, IndexOptions, ProfileIndex};
+use crate::tach::{Sample, SampleFilter, TachError, TachFile};
+
+/// Errors of the export layer.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Read(#[from] TachError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+pub type Result<T, E = ExportError> = std::result::Result<T, E>;
+
+/// Format-independent options.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// Flamegraph: one graph per thread instead of one merged graph.
+    pub per_thread: bool,
+    /// A title for formats that show one; defaults to the input's file name.
+    pub title: Option<String>,
+}
+
+/// What an exporter reads: one file, the filter to apply, and shared options.
+pub struct ExportInput<'a> {
+    pub file: &'a TachFile,
+    pub filter: &'a SampleFilter,
+    pub options: &'a ExportOptions,
+    index: OnceCell<ProfileIndex>,
+    origin: OnceCell<Option<u64>>,
+}
+
+impl<'a> ExportInput<'a> {
+    pub fn new(file: &'a TachFile, filter: &'a SampleFilter, options: &'a ExportOptions) -> Self {
+        ExportInput {
+            file,
+            filter,
+            options,
+            index: OnceCell::new(),
+            origin: OnceCell::new(),
+        }
+    }
+
+    /// The aggregated index of the kept samples (built once, with timelines).
+    pub fn index(&self) -> Result<&ProfileIndex> {
+        if let Some(i) = self.index.get() {
+            return Ok(i);
+        }
+        let built = ProfileIndex::build(self.file, self.filter, IndexOptions { timelines: true })?;
+        Ok(self.index.get_or_init(|| built))
+    }
+
+    /// The profile's first timestamp (before filtering), if it has samples.
+    pub fn origin_us(&self) -> Result<Option<u64>> {
+        if let Some(o) = self.origin.get() {
+            return Ok(*o);
+        }
+        let o = first_timestamp(self.file)?;
+        Ok(*self.origin.get_or_init(|| o))
+    }
+
+    /// Calls `f` for every kept sample, in file order.
+    pub fn for_each_sample(&self, mut f: impl FnMut(&Sample<'_>)) -> Result<()> {
+        let origin = if self.filter.needs_origin() {
+            self.origin_us()?.unwrap_or(0)
+        } else {
+            0
+        };
+        let bound: BoundFilter<'_> = self.filter.bind(origin);
+        let mut stream = self.file.samples();
+        while let Some(s) = stream.next_sample()? {
+            if bound.keep(&s) {
+                f(&s);
+            }
+        }
+        Ok(())
+    }
+
+    /// The title for formats that show one.
+    pub fn title(&self) -> String {
+        self.options.title.clone().unwrap_or_else(|| {
+            self.file
+                .path()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "profile".into())
+        })
+    }
+}
+
+/// An output format.
+pub trait Exporter: Send + Sync {
+    /// The name used by `--format NAME` and `--NAME`.
+    fn name(&self) -> &'static str;
+    /// One line for `--help`.
+    fn description(&self) -> &'static str;
+    /// The suffix that replaces `.bin`/`.tach` for the default output path.
+    fn extension(&self) -> &'static str;
+    /// Writes the whole output.
+    fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()>;
+}
+
+/// Every format, in `--help` order.
+pub static REGISTRY: &[&dyn Exporter] = &[&collapsed::Collapsed];
+
+/// The exporter called `name`.
+pub fn find(name: &str) -> Option<&'static dyn Exporter> {
+    REGISTRY.iter().copied().find(|e| e.name() == name)
+}
+
+/// The names of all formats, for error messages.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|e| e.name()).collect()
+}
+
+/// Where an export of `input` goes by default: beside it, with the format's extension
+/// in place of `.bin` or `.tach` (as CPython's `replay` does).
+pub fn default_output(input: &Path, exporter: &dyn Exporter) -> PathBuf {
+    let stem = match input.extension().and_then(|e| e.to_str()) {
+        Some("bin") | Some("tach") => input.with_extension(""),
+        _ => input.to_path_buf(),
+    };
+    let mut name = stem.into_os_string();
+    name.push(exporter.extension());
+    PathBuf::from(name)
+}
+
+/// Exports `file` to `out`.
+pub fn export_to(
+    exporter: &dyn Exporter,
+    file: &TachFile,
+    filter: &SampleFilter,
+    options: &ExportOptions,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let input = ExportInput::new(file, filter, options);
+    exporter.export(&input, out)
+}
+
+/// Exports `input_path` into the file `output`, writing through a temporary file so
+/// that a failed export leaves no partial output behind.
+pub fn export_file(
+    exporter: &dyn Exporter,
+    input_path: &Path,
+    output: &Path,
+    filter: &SampleFilter,
+    options: &ExportOptions,
+) -> Result<()> {
+    let file = TachFile::open(input_path)?;
+    let io = |source| ExportError::Io {
+        path: output.to_path_buf(),
+        source,
+    };
+    let tmp = {
+        let mut name = output.as_os_str().to_owned();
+        name.push(".partial");
+        PathBuf::from(name)
+    };
+    let result = (|| {
+        let f = std::fs::File::create(&tmp).map_err(io)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        export_to(exporter, &file, filter, options, &mut w)?;
+        w.flush().map_err(io)?;
+        drop(w);
+        std::fs::rename(&tmp, output).map_err(io)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Maps a write error to an export error naming the output.
+pub fn write_error(what: &str) -> impl Fn(std::io::Error) -> ExportError + '_ {
+    move |source| ExportError::Io {
+        path: PathBuf::from(what),
+        source,
+    }
+}

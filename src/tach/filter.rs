@@ -1,0 +1,122 @@
+//! Sample filters shared by every consumer: threads, a time window and status flags.
+//!
+//! The status filter lets a wall-clock recording be read as a CPU or GIL profile.
+
+use std::collections::HashSet;
+
+use super::records::Sample;
+
+/// Status byte bits, as CPython's profiler sets them.
+pub mod status {
+    pub const HAS_GIL: u8 = 1;
+    pub const ON_CPU: u8 = 2;
+    pub const UNKNOWN: u8 = 4;
+    pub const GIL_REQUESTED: u8 = 8;
+    pub const HAS_EXCEPTION: u8 = 16;
+    pub const MAIN_THREAD: u8 = 32;
+
+    /// Flag names accepted by `--status`, with their bits.
+    pub const NAMES: [(&str, u8); 6] = [
+        ("has-gil", HAS_GIL),
+        ("on-cpu", ON_CPU),
+        ("unknown", UNKNOWN),
+        ("gil-requested", GIL_REQUESTED),
+        ("has-exception", HAS_EXCEPTION),
+        ("main-thread", MAIN_THREAD),
+    ];
+}
+
+/// Which samples to keep. The default keeps everything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleFilter {
+    /// Keep only these thread ids (any interpreter); `None` keeps all.
+    pub threads: Option<HashSet<u64>>,
+    /// Keep samples at or after this many seconds from the first sample.
+    pub start_s: Option<f64>,
+    /// Keep samples before this many seconds from the first sample.
+    pub end_s: Option<f64>,
+    /// Status bits that must all be set.
+    pub status_set: u8,
+    /// Status bits that must all be clear.
+    pub status_clear: u8,
+}
+
+impl SampleFilter {
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_none()
+            && self.start_s.is_none()
+            && self.end_s.is_none()
+            && self.status_set == 0
+            && self.status_clear == 0
+    }
+
+    /// True when the time window needs the profile's first timestamp.
+    pub fn needs_origin(&self) -> bool {
+        self.start_s.is_some() || self.end_s.is_some()
+    }
+
+    /// Adds a `--status` term: a flag name, or `no-` and a flag name.
+    pub fn add_status(&mut self, term: &str) -> Result<(), String> {
+        let (negate, name) = match term.strip_prefix("no-") {
+            Some(rest) => (true, rest),
+            None => (false, term),
+        };
+        let bit = status::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b)
+            .ok_or_else(|| {
+                let names: Vec<_> = status::NAMES.iter().map(|(n, _)| *n).collect();
+                format!(
+                    "unknown status flag '{term}': use one of {} (or no-FLAG)",
+                    names.join(", ")
+                )
+            })?;
+        if negate {
+            self.status_clear |= bit;
+        } else {
+            self.status_set |= bit;
+        }
+        Ok(())
+    }
+
+    /// Resolves the time window against the profile's first timestamp.
+    pub fn bind(&self, origin_us: u64) -> BoundFilter<'_> {
+        let to_us = |s: f64| origin_us as f64 + s * 1e6;
+        BoundFilter {
+            filter: self,
+            start_us: self.start_s.map(to_us),
+            end_us: self.end_s.map(to_us),
+            origin_us,
+        }
+    }
+}
+
+/// A filter with its time window in absolute microseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct BoundFilter<'a> {
+    filter: &'a SampleFilter,
+    start_us: Option<f64>,
+    end_us: Option<f64>,
+    pub origin_us: u64,
+}
+
+impl BoundFilter<'_> {
+    #[inline]
+    pub fn keep(&self, s: &Sample<'_>) -> bool {
+        let f = self.filter;
+        if s.status & f.status_set != f.status_set || s.status & f.status_clear != 0 {
+            return false;
+        }
+        if let Some(t) = &f.threads {
+            if !t.contains(&s.thread_id) {
+                return false;
+            }
+        }
+        let ts = s.timestamp_us as f64;
+        if self.start_us.is_some_and(|v| ts < v) || self.end_us.is_some_and(|v| ts >= v) {
+            return false;
+        }
+        true
+    }
+}

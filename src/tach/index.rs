@@ -1,0 +1,187 @@
+//! The aggregated view of a profile: unique stacks with their sample counts per
+//! thread, and per-thread timelines of runs. Exporters that only need counts
+//! (collapsed, pstats, flamegraph) read this instead of every sample, and its memory
+//! grows with unique stacks and runs, not with samples.
+
+use std::collections::HashMap;
+
+use super::error::Result;
+use super::filter::SampleFilter;
+use super::reader::TachFile;
+use super::records::RecordMix;
+
+/// Unique stacks (frame indices, innermost first), deduplicated across threads.
+#[derive(Debug, Default, Clone)]
+pub struct StackTable {
+    frames: Vec<u32>,
+    spans: Vec<(u32, u32)>,
+    lookup: HashMap<Box<[u32]>, u32>,
+}
+
+impl StackTable {
+    pub fn intern(&mut self, stack: &[u32]) -> u32 {
+        if let Some(&id) = self.lookup.get(stack) {
+            return id;
+        }
+        let id = self.spans.len() as u32;
+        self.spans.push((self.frames.len() as u32, stack.len() as u32));
+        self.frames.extend_from_slice(stack);
+        self.lookup.insert(stack.into(), id);
+        id
+    }
+    /// The stack with this id, innermost first.
+    pub fn get(&self, id: u32) -> &[u32] {
+        let (start, len) = self.spans[id as usize];
+        &self.frames[start as usize..(start + len) as usize]
+    }
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+}
+
+/// A run of consecutive samples of one thread with the same stack and status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub first_us: u64,
+    pub last_us: u64,
+    pub samples: u32,
+    pub stack: u32,
+    pub status: u8,
+}
+
+/// One (thread_id, interpreter_id) pair's aggregate.
+#[derive(Debug, Clone)]
+pub struct ThreadProfile {
+    pub thread_id: u64,
+    pub interpreter_id: u32,
+    pub samples: u64,
+    pub first_us: u64,
+    pub last_us: u64,
+    /// (stack id, samples), in the order the stacks were first seen on this thread.
+    pub stacks: Vec<(u32, u64)>,
+    /// Samples per status byte value.
+    pub status_counts: Box<[u64; 256]>,
+    /// Present when the index was built with timelines.
+    pub runs: Vec<Run>,
+}
+
+/// What to build.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IndexOptions {
+    pub timelines: bool,
+}
+
+/// The aggregated profile.
+#[derive(Debug, Clone)]
+pub struct ProfileIndex {
+    pub stacks: StackTable,
+    /// Threads in first-seen order (of the kept samples).
+    pub threads: Vec<ThreadProfile>,
+    pub total_samples: u64,
+    pub mix: RecordMix,
+    /// The first timestamp of the whole profile (before filtering), if any sample.
+    pub origin_us: Option<u64>,
+}
+
+/// The smallest timestamp in the file, the origin of `--start/--end` and `time_s`.
+pub fn first_timestamp(file: &TachFile) -> Result<Option<u64>> {
+    let mut min: Option<u64> = None;
+    file.for_each_sample(|s| {
+        min = Some(min.map_or(s.timestamp_us, |m| m.min(s.timestamp_us)));
+    })?;
+    Ok(min)
+}
+
+impl ProfileIndex {
+    pub fn build(file: &TachFile, filter: &SampleFilter, options: IndexOptions) -> Result<Self> {
+        let origin = if filter.needs_origin() {
+            first_timestamp(file)?
+        } else {
+            None
+        };
+        let bound = filter.bind(origin.unwrap_or(0));
+        let mut stacks = StackTable::default();
+        let mut threads: Vec<ThreadProfile> = Vec::new();
+        // Per decoder thread slot: our thread index, the current stack id, and the slot
+        // in that thread's `stacks` list for it.
+        let mut slots: Vec<Option<usize>> = Vec::new();
+        let mut current: Vec<Option<(u32, usize)>> = Vec::new();
+        let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
+        let mut total = 0u64;
+        let mut first_seen: Option<u64> = None;
+        let mut stream = file.samples();
+        while let Some(s) = stream.next_sample()? {
+            first_seen = Some(first_seen.map_or(s.timestamp_us, |m: u64| m.min(s.timestamp_us)));
+            let slot = s.thread as usize;
+            if slot >= current.len() {
+                current.resize(slot + 1, None);
+                slots.resize(slot + 1, None);
+            }
+            if s.stack_changed {
+                current[slot] = None;
+            }
+            if !bound.keep(&s) {
+                continue;
+            }
+            let t = *slots[slot].get_or_insert_with(|| {
+                threads.push(ThreadProfile {
+                    thread_id: s.thread_id,
+                    interpreter_id: s.interpreter_id,
+                    samples: 0,
+                    first_us: s.timestamp_us,
+                    last_us: s.timestamp_us,
+                    stacks: Vec::new(),
+                    status_counts: Box::new([0; 256]),
+                    runs: Vec::new(),
+                });
+                per_thread_stack.push(HashMap::new());
+                threads.len() - 1
+            });
+            let (stack_id, entry) = match current[slot] {
+                Some(c) => c,
+                None => {
+                    let id = stacks.intern(s.stack);
+                    let list = &mut threads[t].stacks;
+                    let entry = *per_thread_stack[t].entry(id).or_insert_with(|| {
+                        list.push((id, 0));
+                        list.len() - 1
+                    });
+                    current[slot] = Some((id, entry));
+                    (id, entry)
+                }
+            };
+            let tp = &mut threads[t];
+            tp.stacks[entry].1 += 1;
+            tp.samples += 1;
+            tp.status_counts[s.status as usize] += 1;
+            tp.first_us = tp.first_us.min(s.timestamp_us);
+            tp.last_us = tp.last_us.max(s.timestamp_us);
+            if options.timelines {
+                match tp.runs.last_mut() {
+                    Some(r) if r.stack == stack_id && r.status == s.status => {
+                        r.last_us = s.timestamp_us;
+                        r.samples += 1;
+                    }
+                    _ => tp.runs.push(Run {
+                        first_us: s.timestamp_us,
+                        last_us: s.timestamp_us,
+                        samples: 1,
+                        stack: stack_id,
+                        status: s.status,
+                    }),
+                }
+            }
+            total += 1;
+        }
+        Ok(ProfileIndex {
+            stacks,
+            threads,
+            total_samples: total,
+            mix: *stream.mix(),
+            origin_us: origin.or(first_seen),
+        })
+    }
+}
