@@ -5,6 +5,7 @@ pub mod error;
 pub mod filter;
 pub mod header;
 pub mod index;
+pub mod info;
 pub mod reader;
 pub mod records;
 pub mod rewrite;

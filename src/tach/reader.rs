@@ -395,6 +395,11 @@ impl<'a> SampleStream<'a> {
         self.decoder.decoded()
     }
 
+    /// Bytes of the decompressed sample stream consumed so far.
+    pub fn bytes_consumed(&self) -> u64 {
+        self.decoder.bytes_consumed()
+    }
+
     /// The (thread_id, interpreter_id) pairs seen so far, in first-seen order.
     pub fn threads(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.decoder

@@ -204,6 +204,11 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         self.decoded
     }
 
+    /// Bytes of the (decompressed) sample stream consumed so far.
+    pub fn bytes_consumed(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
     fn err(&self, at: usize, error: FormatError) -> Located {
         let offset = self.base + at as u64;
         let offset = match self.region {
