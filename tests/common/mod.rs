@@ -1,0 +1,68 @@
+//! Helpers shared by the integration tests: locating and loading golden files.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2")
+}
+
+/// Every golden `.bin`, sorted.
+pub fn golden_bins() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(golden_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 18, "golden corpus is missing files");
+    v
+}
+
+/// Reads `NAME.SUFFIX` beside a golden `.bin`, or its `.gz`.
+pub fn golden_sibling(bin: &Path, suffix: &str) -> Option<Vec<u8>> {
+    let stem = bin.with_extension("");
+    let plain = PathBuf::from(format!("{}{suffix}", stem.display()));
+    if plain.exists() {
+        return Some(std::fs::read(plain).unwrap());
+    }
+    let gz = PathBuf::from(format!("{}{suffix}.gz", stem.display()));
+    if gz.exists() {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(gz).unwrap())
+            .read_to_end(&mut out)
+            .unwrap();
+        return Some(out);
+    }
+    None
+}
+
+pub fn name(bin: &Path) -> String {
+    bin.file_stem().unwrap().to_string_lossy().into_owned()
+}
+
+/// The CPython chroot tool, or `None` (with a loud message) when it cannot run here.
+pub fn cpython_chroot() -> Option<PathBuf> {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cpython-chroot");
+    if !tool.exists() {
+        eprintln!("SKIPPED: interop: {} not found", tool.display());
+        return None;
+    }
+    let status = std::process::Command::new(&tool)
+        .args(["run", "--", "true"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(tool),
+        Ok(s) if s.code() == Some(3) => {
+            eprintln!(
+                "SKIPPED: interop: the CPython chroot is not available (exit 3); \
+                 run `{} setup` as root to enable these checks",
+                tool.display()
+            );
+            None
+        }
+        other => panic!("cpython-chroot failed unexpectedly: {other:?}"),
+    }
+}
