@@ -23,12 +23,8 @@ pub fn frame_label(file: &TachFile, frame: u32, out: &mut String) {
         out.push(':');
         out.push_str(funcname);
         out.push(':');
-        out.push_str(itoa_i32(line).as_str());
+        out.push_str(&line.to_string());
     }
-}
-
-fn itoa_i32(v: i32) -> String {
-    v.to_string()
 }
 
 impl Exporter for Collapsed {
@@ -44,42 +40,54 @@ impl Exporter for Collapsed {
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
         let index = input.index()?;
         let file = input.file;
-        // Lines are keyed by text: the interpreter id is dropped, so the same thread id
-        // in two interpreters, or two stacks that differ only in dropped frames, merge.
-        let mut label_cache: HashMap<u32, String> = HashMap::new();
-        let mut lines: HashMap<String, u64> = HashMap::new();
-        let mut text = String::new();
+        // CPython keys a line on the thread id and the stack's (full filename, line,
+        // function) triples, not on the rendered text: two files with the same basename
+        // give two lines with identical text, and it writes both. Frames that differ only
+        // in columns or opcode merge. The interpreter id is dropped.
+        let mut key_of_frame: HashMap<u32, u32> = HashMap::new();
+        let mut keys: HashMap<(&str, i32, &str), u32> = HashMap::new();
+        let mut labels: Vec<String> = Vec::new();
+        let mut lines: HashMap<(u64, Vec<u32>), u64> = HashMap::new();
         for t in &index.threads {
             for &(stack_id, count) in &t.stacks {
                 let stack = index.stacks.get(stack_id);
-                let kept: Vec<u32> = stack
-                    .iter()
-                    .rev()
-                    .copied()
-                    .filter(|&f| !is_internal(file, f))
-                    .collect();
-                if kept.is_empty() {
+                let mut key = Vec::with_capacity(stack.len());
+                for &f in stack.iter().rev() {
+                    if is_internal(file, f) {
+                        continue;
+                    }
+                    let k = *key_of_frame.entry(f).or_insert_with(|| {
+                        let triple = (file.filename(f), lineno(file, f), file.funcname(f));
+                        *keys.entry(triple).or_insert_with(|| {
+                            let mut label = String::new();
+                            frame_label(file, f, &mut label);
+                            labels.push(label);
+                            labels.len() as u32 - 1
+                        })
+                    });
+                    key.push(k);
+                }
+                if key.is_empty() {
                     continue;
                 }
-                text.clear();
-                text.push_str("tid:");
-                text.push_str(&t.thread_id.to_string());
-                for f in kept {
-                    text.push(';');
-                    let label = label_cache.entry(f).or_insert_with(|| {
-                        let mut s = String::new();
-                        frame_label(file, f, &mut s);
-                        s
-                    });
-                    text.push_str(label);
-                }
-                *lines.entry(text.clone()).or_insert(0) += count;
+                *lines.entry((t.thread_id, key)).or_insert(0) += count;
             }
         }
-        let mut sorted: Vec<(String, u64)> = lines.into_iter().collect();
-        sorted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut rendered: Vec<(String, u64)> = lines
+            .into_iter()
+            .map(|((tid, key), count)| {
+                let mut text = format!("tid:{tid}");
+                for k in key {
+                    text.push(';');
+                    text.push_str(&labels[k as usize]);
+                }
+                (text, count)
+            })
+            .collect();
+        // Python's sort by (-count, text); lines with equal keys are identical text.
+        rendered.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let err = write_error("output");
-        for (line, count) in sorted {
+        for (line, count) in rendered {
             writeln!(out, "{line} {count}").map_err(&err)?;
         }
         Ok(())

@@ -30,7 +30,7 @@ impl fmt::Display for Region {
 /// What is wrong with a file, independent of where it was found.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FormatError {
-    #[error("file too small for the 64-byte header and 32-byte footer ({size} bytes)")]
+    #[error("file too small for the 64-byte header ({size} bytes)")]
     FileTooSmall { size: u64 },
     #[error("invalid magic number 0x{0:08x}: not a TACH file")]
     BadMagic(u32),

@@ -402,45 +402,33 @@ impl Stats {
         (self.present & STATS_MISSED != 0).then_some(self.missed_samples_raw)
     }
 
-    /// Looks for a stats block ending at `end` (the footer's offset); `start` is the
-    /// first byte it may occupy. Returns `Ok(None)` when there is none, or one of a
-    /// version this reader does not know.
-    pub fn find(
-        data: &[u8],
-        start: usize,
-        end: usize,
-        bo: ByteOrder,
-    ) -> Result<Option<(usize, Stats)>, (u64, FormatError)> {
-        // The block ends with: magic (8), version (4), size (4).
-        if end < start + 16 || &data[end - 16..end - 8] != STATS_MAGIC {
+    /// Finds the stats block the way CPython 3.15.2 does: its trailer (signature,
+    /// version, size) sits just before the footer; the size is checked before the
+    /// version; any version but 1 is ignored; fields are read from the block's start.
+    pub fn find(data: &[u8], bo: ByteOrder) -> Result<Option<Stats>, (u64, FormatError)> {
+        let fs = data.len();
+        if fs < FOOTER_SIZE + 16 || &data[fs - 48..fs - 40] != STATS_MAGIC {
             return Ok(None);
         }
-        let version = bo.u32(array(data, end - 8));
-        let size = bo.u32(array(data, end - 4));
-        if version != 1 {
-            return Ok(None);
-        }
-        let at = |o: usize| o as u64;
-        if size as usize != STATS_SIZE && size as usize != STATS_OLD_SIZE {
+        let version = bo.u32(array(data, fs - 40));
+        let size = bo.u32(array(data, fs - 36));
+        if (size as usize) < STATS_OLD_SIZE || size as usize > fs - FOOTER_SIZE {
             return Err((
-                at(end - 4),
-                FormatError::Stats(format!("size {size} is neither 56 nor 32")),
-            ));
-        }
-        if end - start < size as usize {
-            return Err((
-                at(end - 4),
+                (fs - 36) as u64,
                 FormatError::Stats(format!(
-                    "size {size} is larger than the {} bytes after the frame table",
-                    end - start
+                    "size {size} is outside 32..={} for this file",
+                    fs - FOOTER_SIZE
                 )),
             ));
         }
-        let base = end - size as usize;
+        if version != 1 {
+            return Ok(None);
+        }
+        let base = fs - FOOTER_SIZE - size as usize;
         let duration_sec = bo.f64(array(data, base));
         let sample_rate = bo.f64(array(data, base + 8));
         let (mut error_rate_raw, mut missed_samples_raw, mut present) = (0.0, 0.0, 0);
-        if size as usize == STATS_SIZE {
+        if size as usize >= STATS_SIZE {
             error_rate_raw = bo.f64(array(data, base + 16));
             missed_samples_raw = bo.f64(array(data, base + 24));
             present = bo.u32(array(data, base + 32));
@@ -453,25 +441,31 @@ impl Stats {
             present,
             size,
         };
-        let check = |name: &str, v: f64, off: usize, allow_negative: bool| {
-            if v.is_nan() || v.is_infinite() || (!allow_negative && v < 0.0) {
-                Err((
-                    at(off),
-                    FormatError::Stats(format!("{name} is {v}, not a finite non-negative number")),
-                ))
-            } else {
-                Ok(())
-            }
+        let bad = |name: &str, v: f64, off: usize| {
+            Err((
+                off as u64,
+                FormatError::Stats(format!("{name} is {v}, not a finite non-negative number")),
+            ))
         };
-        check("duration", duration_sec, base, false)?;
-        check("sample rate", sample_rate, base + 8, false)?;
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        if !ok(duration_sec) {
+            return bad("duration", duration_sec, base);
+        }
+        if !ok(sample_rate) {
+            return bad("sample rate", sample_rate, base + 8);
+        }
         if let Some(v) = stats.error_rate() {
-            check("error rate", v, base + 16, false)?;
+            if !ok(v) {
+                return bad("error rate", v, base + 16);
+            }
         }
+        // CPython only requires missed samples to be finite.
         if let Some(v) = stats.missed_samples() {
-            check("missed samples", v, base + 24, true)?;
+            if !v.is_finite() {
+                return bad("missed samples", v, base + 24);
+            }
         }
-        Ok(Some((base, stats)))
+        Ok(Some(stats))
     }
 
     pub fn encode(&self, bo: ByteOrder) -> Vec<u8> {

@@ -69,7 +69,6 @@ pub struct TachFile {
     /// Per frame: the first string index that is out of range, if any. CPython only
     /// rejects such a frame when a sample uses it.
     bad_string: Vec<Option<u32>>,
-    frame_table_end: usize,
 }
 
 impl std::fmt::Debug for TachFile {
@@ -113,12 +112,16 @@ impl TachFile {
         let fail = |at: Located| TachError::format(path.clone(), at);
         let data = backing.as_ref();
         let size = data.len() as u64;
-        if data.len() < HEADER_SIZE + FOOTER_SIZE {
+        // Checks run in CPython's order, so a file with several defects reports the
+        // same first one. A 64-byte file is valid: its "footer" is header bytes 32..64.
+        if data.len() < HEADER_SIZE {
             return Err(fail(Located::file(0, FormatError::FileTooSmall { size })));
         }
         let header = Header::parse(data).map_err(|(off, e)| fail(Located::file(off, e)))?;
         let footer_at = data.len() - FOOTER_SIZE;
         let footer = Footer::parse(&data[footer_at..], header.byte_order);
+        let stats = Stats::find(data, header.byte_order)
+            .map_err(|(off, e)| fail(Located::file(off, e)))?;
 
         let table_err = |off: u64, table: &'static str, offset: u64, why: String| {
             fail(Located::file(off, FormatError::TableOffset { table, offset, why }))
@@ -149,14 +152,6 @@ impl TachFile {
             .map(|r| String::from_utf8_lossy(&data[r.clone()]).into())
             .collect();
         let frames = tables::parse_frames(data, ft as usize, footer.frame_count).map_err(fail)?;
-        let frame_table_end = frame_table_end(data, ft as usize, frames.len());
-        let stats = if frame_table_end <= footer_at {
-            Stats::find(data, frame_table_end, footer_at, header.byte_order)
-                .map_err(|(off, e)| fail(Located::file(off, e)))?
-                .map(|(_, s)| s)
-        } else {
-            None
-        };
         let string_count = footer.string_count;
         let bad_string = frames
             .iter()
@@ -176,7 +171,6 @@ impl TachFile {
             strings,
             frames,
             bad_string,
-            frame_table_end,
         })
     }
 
@@ -206,11 +200,6 @@ impl TachFile {
     pub fn sample_region(&self) -> &[u8] {
         &self.bytes()[HEADER_SIZE..self.header.string_table_offset as usize]
     }
-    /// Where the frame table ends (the stats block or footer follows).
-    pub fn frame_table_end(&self) -> usize {
-        self.frame_table_end
-    }
-
     /// Strings decoded as UTF-8 with invalid bytes replaced, as CPython decodes them.
     pub fn strings(&self) -> &[Box<str>] {
         &self.strings
@@ -312,19 +301,6 @@ impl TachFile {
         self.for_each_sample(|s| out.push(s.to_owned()))?;
         Ok(out)
     }
-}
-
-/// Where the frame table ends: re-walks the varints of `count` frames (already
-/// validated by [`tables::parse_frames`]).
-fn frame_table_end(data: &[u8], mut pos: usize, count: usize) -> usize {
-    for _ in 0..count {
-        for _ in 0..6 {
-            let (_, n) = super::varint::decode_u64(&data[pos..]).expect("validated frame table");
-            pos += n;
-        }
-        pos += 1;
-    }
-    pos
 }
 
 /// The source behind a [`SampleStream`].

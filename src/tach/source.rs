@@ -80,9 +80,11 @@ impl<'a> ZstdSource<'a> {
         decoder
             .window_log_max(31)
             .map_err(|e| FormatError::Zstd(e.to_string()))?;
+        // Small regions get a small window: no point zeroing a megabyte for a few KiB.
+        let window = compressed.len().saturating_mul(8).clamp(4096, ZSTD_WINDOW);
         Ok(ZstdSource {
             decoder,
-            buf: vec![0; ZSTD_WINDOW],
+            buf: vec![0; window],
             start: 0,
             end: 0,
             done: compressed.is_empty(),
