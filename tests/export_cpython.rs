@@ -157,7 +157,11 @@ fn unmarshal(data: &[u8]) -> Py {
         refs: Vec::new(),
     };
     let v = u.load();
-    assert_eq!(u.pos, data.len(), "trailing bytes after the marshal'd object");
+    assert_eq!(
+        u.pos,
+        data.len(),
+        "trailing bytes after the marshal'd object"
+    );
     v
 }
 
@@ -170,7 +174,10 @@ fn pstats_equals_cpython_after_marshal_load() {
             panic!("{name}: golden pstats is not a dict")
         };
         assert!(
-            items.contains(&(Py::Tuple(vec![Py::Str("__sampled__".into())]), Py::Bool(true))),
+            items.contains(&(
+                Py::Tuple(vec![Py::Str("__sampled__".into())]),
+                Py::Bool(true)
+            )),
             "{name}: no __sampled__ marker in the golden file"
         );
         // Same keys, values and insertion order (dict iteration order included).
@@ -215,7 +222,10 @@ fn jsonl_equals_cpython_except_run_id() {
 
 #[test]
 fn jsonl_is_deterministic() {
-    assert_eq!(ours("threads_mixed", "jsonl"), ours("threads_mixed", "jsonl"));
+    assert_eq!(
+        ours("threads_mixed", "jsonl"),
+        ours("threads_mixed", "jsonl")
+    );
 }
 
 /// CPython's gecko profile with string indices resolved to strings, and the fields
@@ -233,7 +243,14 @@ fn gecko_normalized(bytes: &[u8]) -> Value {
         }
     };
     let meta = v["meta"].as_object_mut().unwrap();
-    for key in ["startTime", "abi", "oscpu", "platform", "physicalCPUs", "logicalCPUs"] {
+    for key in [
+        "startTime",
+        "abi",
+        "oscpu",
+        "platform",
+        "physicalCPUs",
+        "logicalCPUs",
+    ] {
         assert!(meta.remove(key).is_some(), "meta.{key} missing");
     }
     for t in v["threads"].as_array_mut().unwrap() {
@@ -277,5 +294,8 @@ fn gecko_meta_is_cpythons() {
     assert_eq!(got["meta"]["version"], 32);
     assert_eq!(got["meta"]["importedFrom"], "Tachyon Sampling Profiler");
     // Deterministic: our startTime is the first sample's timestamp, pid is "0".
-    assert_eq!(ours("threads_mixed", "gecko"), ours("threads_mixed", "gecko"));
+    assert_eq!(
+        ours("threads_mixed", "gecko"),
+        ours("threads_mixed", "gecko")
+    );
 }

@@ -293,15 +293,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn sample(
-        &mut self,
-        slot: u32,
-        tid: u64,
-        ts: u64,
-        st: u8,
-        stack: &[u32],
-        kind: RecordKind,
-    ) {
+    fn sample(&mut self, slot: u32, tid: u64, ts: u64, st: u8, stack: &[u32], kind: RecordKind) {
         let base = *self.base_us.get_or_insert(ts);
         let now = (ts as i128 - base as i128) as f64 / 1000.0;
 
@@ -817,7 +809,14 @@ impl Exporter for Gecko {
         let file = input.file;
         let mut b = Builder::new(file);
         input.for_each_sample(|s| {
-            b.sample(s.thread, s.thread_id, s.timestamp_us, s.status, s.stack, s.kind)
+            b.sample(
+                s.thread,
+                s.thread_id,
+                s.timestamp_us,
+                s.status,
+                s.stack,
+                s.kind,
+            )
         })?;
         b.finish();
 

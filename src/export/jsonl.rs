@@ -62,7 +62,9 @@ fn run_id(file: &TachFile) -> String {
     let mut b: u64 = 0x8422_2325_cbf2_9ce4;
     for &byte in file.raw_bytes() {
         a = (a ^ byte as u64).wrapping_mul(0x100_0000_01b3);
-        b = (b ^ byte as u64).wrapping_mul(0x100_0000_01b3).rotate_left(7);
+        b = (b ^ byte as u64)
+            .wrapping_mul(0x100_0000_01b3)
+            .rotate_left(7);
     }
     let a = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
     let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;

@@ -53,7 +53,11 @@ pub fn push_str(buf: &mut Vec<u8>, s: &str) {
 /// them (`allow_nan=False`), and callers here never produce them.
 pub fn push_float(buf: &mut Vec<u8>, v: f64) {
     if v == 0.0 {
-        buf.extend_from_slice(if v.is_sign_negative() { b"-0.0" } else { b"0.0" });
+        buf.extend_from_slice(if v.is_sign_negative() {
+            b"-0.0"
+        } else {
+            b"0.0"
+        });
         return;
     }
     // Rust's `{:e}` gives the shortest round-trip digits in scientific form.
