@@ -33,15 +33,55 @@
 //!   the parsed content.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 
-use super::pyjson::{push_float, push_str};
-use super::render::{basename, is_internal};
+use super::pyjson::{push_float, push_i64, push_str, push_u64};
+use super::render::basename;
 use super::{write_error, ExportInput, Exporter, Result};
 use crate::tach::filter::status;
 use crate::tach::{RecordKind, TachFile};
 
 pub struct Gecko;
+
+/// The Fx hash (rustc's): the maps here are keyed by small integers, for which
+/// SipHash's flood resistance buys nothing and costs most of the export time.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_i32(&mut self, v: i32) {
+        self.write_u64(v as u32 as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        // A final avalanche: hashbrown takes bucket bits from the low end and tag
+        // bits from the top, and raw Fx leaves low bits weak for tuple keys.
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 const CATEGORY_PYTHON: u8 = 1;
 const CATEGORY_NATIVE: u8 = 2;
@@ -81,7 +121,7 @@ struct Marker {
     category: u8,
 }
 
-struct Thread<'a> {
+struct Thread {
     tid: u64,
     is_main: bool,
     initialized: bool,
@@ -90,32 +130,34 @@ struct Thread<'a> {
     stack_frame: Vec<u32>,
     stack_prefix: Vec<u32>,
     stack_category: Vec<u8>,
-    stack_cache: HashMap<(u32, u32), u32>,
+    stack_cache: Map<(u32, u32), u32>,
 
     frame_func: Vec<u32>,
     frame_category: Vec<u8>,
     frame_line: Vec<Option<i32>>,
     frame_column: Vec<Option<i32>>,
-    frame_cache: HashMap<(u32, Option<i32>, Option<i32>), u32>,
+    frame_cache: Map<(u32, Option<i32>, Option<i32>), u32>,
     /// TACH frame index -> this thread's frame index.
-    tach_frames: HashMap<u32, u32>,
+    tach_frames: Map<u32, u32>,
 
     func_name: Vec<u32>,
     func_is_js: Vec<bool>,
     func_resource: Vec<u32>,
     func_file: Vec<u32>,
     func_line: Vec<Option<i32>>,
-    func_cache: HashMap<(&'a str, &'a str), u32>,
+    /// Keyed by canonical (filename, funcname) string ids.
+    func_cache: Map<(u32, u32), u32>,
 
     resource_name: Vec<u32>,
-    resource_cache: HashMap<&'a str, u32>,
+    /// Keyed by canonical filename string id.
+    resource_cache: Map<u32, u32>,
 
     samples_stack: Vec<u32>,
     samples_time: Vec<f64>,
     markers: Vec<Marker>,
 }
 
-impl<'a> Thread<'a> {
+impl Thread {
     fn new(tid: u64, is_main: bool) -> Self {
         Thread {
             tid,
@@ -125,21 +167,21 @@ impl<'a> Thread<'a> {
             stack_frame: Vec::new(),
             stack_prefix: Vec::new(),
             stack_category: Vec::new(),
-            stack_cache: HashMap::new(),
+            stack_cache: Map::default(),
             frame_func: Vec::new(),
             frame_category: Vec::new(),
             frame_line: Vec::new(),
             frame_column: Vec::new(),
-            frame_cache: HashMap::new(),
-            tach_frames: HashMap::new(),
+            frame_cache: Map::default(),
+            tach_frames: Map::default(),
             func_name: Vec::new(),
             func_is_js: Vec::new(),
             func_resource: Vec::new(),
             func_file: Vec::new(),
             func_line: Vec::new(),
-            func_cache: HashMap::new(),
+            func_cache: Map::default(),
             resource_name: Vec::new(),
-            resource_cache: HashMap::new(),
+            resource_cache: Map::default(),
             samples_stack: Vec::new(),
             samples_time: Vec::new(),
             markers: Vec::new(),
@@ -151,6 +193,10 @@ impl<'a> Thread<'a> {
 struct Strings<'a> {
     list: Vec<&'a str>,
     ids: HashMap<&'a str, u32>,
+    /// Canonical TACH string id -> its id here, or NONE.
+    of_tach: Vec<u32>,
+    /// Canonical TACH filename id -> the id here of its basename, or NONE.
+    of_basename: Vec<u32>,
 }
 
 impl<'a> Strings<'a> {
@@ -162,6 +208,56 @@ impl<'a> Strings<'a> {
         self.list.push(s);
         self.ids.insert(s, i);
         i
+    }
+
+    fn tach(&mut self, file: &'a TachFile, canon: u32) -> u32 {
+        let cached = self.of_tach[canon as usize];
+        if cached != NONE {
+            return cached;
+        }
+        let i = self.intern(file.string(canon));
+        self.of_tach[canon as usize] = i;
+        i
+    }
+
+    fn basename(&mut self, file: &'a TachFile, canon: u32) -> u32 {
+        let cached = self.of_basename[canon as usize];
+        if cached != NONE {
+            return cached;
+        }
+        let i = self.intern(basename(file.string(canon)));
+        self.of_basename[canon as usize] = i;
+        i
+    }
+}
+
+/// Per-string facts computed once, with duplicate strings mapped to their first
+/// occurrence so that keys built from string ids compare like CPython's string keys.
+struct StringFacts {
+    canon: Vec<u32>,
+    internal: Vec<bool>,
+    gc: Vec<bool>,
+    python: Vec<bool>,
+}
+
+impl StringFacts {
+    fn new(file: &TachFile) -> Self {
+        let strings = file.strings();
+        let mut first: HashMap<&str, u32> = HashMap::new();
+        let canon = strings
+            .iter()
+            .enumerate()
+            .map(|(i, s)| *first.entry(&**s).or_insert(i as u32))
+            .collect();
+        StringFacts {
+            canon,
+            internal: strings
+                .iter()
+                .map(|s| s.ends_with("_sync_coordinator.py"))
+                .collect(),
+            gc: strings.iter().map(|s| &**s == "<GC>").collect(),
+            python: strings.iter().map(|s| is_python(s)).collect(),
+        }
     }
 }
 
@@ -243,7 +339,8 @@ struct Batch {
 struct Builder<'a> {
     file: &'a TachFile,
     strings: Strings<'a>,
-    threads: Vec<Thread<'a>>,
+    facts: StringFacts,
+    threads: Vec<Thread>,
     by_tid: HashMap<u64, usize>,
     /// Per decoder slot: (thread index, last stack, its gecko stack index or NONE).
     slots: Vec<Option<(usize, Vec<u32>, u32)>>,
@@ -259,14 +356,18 @@ struct Builder<'a> {
 
 impl<'a> Builder<'a> {
     fn new(file: &'a TachFile) -> Self {
+        let n = file.strings().len();
         let mut strings = Strings {
             list: Vec::new(),
             ids: HashMap::new(),
+            of_tach: vec![NONE; n],
+            of_basename: vec![NONE; n],
         };
         strings.intern("(root)");
         Builder {
             file,
             strings,
+            facts: StringFacts::new(file),
             threads: Vec::new(),
             by_tid: HashMap::new(),
             slots: Vec::new(),
@@ -334,8 +435,14 @@ impl<'a> Builder<'a> {
         };
 
         self.kept.clear();
-        self.kept
-            .extend(stack.iter().copied().filter(|&f| !is_internal(file, f)));
+        let frames = file.frames();
+        let facts = &self.facts;
+        self.kept.extend(
+            stack
+                .iter()
+                .copied()
+                .filter(|&f| !facts.internal[frames[f as usize].filename as usize]),
+        );
 
         let th = &mut self.threads[t];
         let strings = &mut self.strings;
@@ -440,7 +547,10 @@ impl<'a> Builder<'a> {
             CATEGORY_EXCEPTION,
             now,
         );
-        let has_gc = self.kept.iter().any(|&f| file.funcname(f) == "<GC>");
+        let has_gc = self
+            .kept
+            .iter()
+            .any(|&f| facts.gc[frames[f as usize].funcname as usize]);
         if has_gc {
             s.gc.get_or_insert(now);
         } else if let Some(start) = s.gc.take() {
@@ -487,7 +597,7 @@ impl<'a> Builder<'a> {
             let frame_idx = match th.tach_frames.get(&f) {
                 Some(&i) => i,
                 None => {
-                    let i = create_frame(file, th, strings, f);
+                    let i = create_frame(file, &self.facts, th, strings, f);
                     th.tach_frames.insert(f, i);
                     i
                 }
@@ -498,7 +608,8 @@ impl<'a> Builder<'a> {
                     let s = th.stack_frame.len() as u32;
                     th.stack_frame.push(frame_idx);
                     th.stack_prefix.push(prefix);
-                    let cat = if is_python(file.filename(f)) {
+                    let fname = file.frames()[f as usize].filename;
+                    let cat = if self.facts.python[fname as usize] {
                         CATEGORY_PYTHON
                     } else {
                         CATEGORY_NATIVE
@@ -579,14 +690,16 @@ impl<'a> Builder<'a> {
 /// CPython's `_get_or_create_func` + `_get_or_create_frame` for one TACH frame.
 fn create_frame<'a>(
     file: &'a TachFile,
-    th: &mut Thread<'a>,
+    facts: &StringFacts,
+    th: &mut Thread,
     strings: &mut Strings<'a>,
     f: u32,
 ) -> u32 {
-    let filename = file.filename(f);
-    let funcname = file.funcname(f);
+    let entry = file.frames()[f as usize];
+    let filename = facts.canon[entry.filename as usize];
+    let funcname = facts.canon[entry.funcname as usize];
     // CPython sees `location` None (no line) or a tuple; a missing column is -1.
-    let (lineno, col) = match file.frames()[f as usize].location() {
+    let (lineno, col) = match entry.location() {
         None => (None, None),
         Some(l) => (Some(l.lineno), (l.column >= 0).then_some(l.column)),
     };
@@ -594,13 +707,14 @@ fn create_frame<'a>(
         Some(&i) => i,
         None => {
             let i = th.func_name.len() as u32;
-            th.func_name.push(strings.intern(funcname));
-            let py = is_python(filename);
-            let resource = match th.resource_cache.get(filename) {
+            th.func_name.push(strings.tach(file, funcname));
+            let py = facts.python[filename as usize];
+            let resource = match th.resource_cache.get(&filename) {
                 Some(&r) => r,
                 None => {
+                    // CPython: basename if "/" in the name, else the name: the same.
                     let r = th.resource_name.len() as u32;
-                    th.resource_name.push(strings.intern(basename(filename)));
+                    th.resource_name.push(strings.basename(file, filename));
                     th.resource_cache.insert(filename, r);
                     r
                 }
@@ -608,7 +722,7 @@ fn create_frame<'a>(
             th.func_is_js.push(py);
             th.func_resource.push(resource);
             if py {
-                th.func_file.push(strings.intern(basename(filename)));
+                th.func_file.push(strings.basename(file, filename));
                 th.func_line.push(lineno);
             } else {
                 th.func_file.push(NONE);
@@ -673,20 +787,18 @@ fn push_opt_u32(buf: &mut Vec<u8>, v: u32) {
     if v == NONE {
         buf.extend_from_slice(b"null");
     } else {
-        let _ = write!(buf, "{v}");
+        push_u64(buf, v as u64);
     }
 }
 
 fn push_opt_i32(buf: &mut Vec<u8>, v: Option<i32>) {
     match v {
-        Some(v) => {
-            let _ = write!(buf, "{v}");
-        }
+        Some(v) => push_i64(buf, v as i64),
         None => buf.extend_from_slice(b"null"),
     }
 }
 
-fn push_thread(buf: &mut Vec<u8>, th: &Thread<'_>) {
+fn push_thread(buf: &mut Vec<u8>, th: &Thread) {
     let tid = th.tid;
     let _ = write!(
         buf,
@@ -708,9 +820,7 @@ fn push_thread(buf: &mut Vec<u8>, th: &Thread<'_>) {
     );
     push_list(buf, &th.stack_frame, |b, &v| push_opt_u32(b, v));
     buf.extend_from_slice(b",\"category\":");
-    push_list(buf, &th.stack_category, |b, &v| {
-        let _ = write!(b, "{v}");
-    });
+    push_list(buf, &th.stack_category, |b, &v| push_u64(b, v as u64));
     buf.extend_from_slice(b",\"subcategory\":");
     push_repeat(buf, "0", th.stack_frame.len());
     buf.extend_from_slice(b",\"prefix\":");
@@ -723,9 +833,7 @@ fn push_thread(buf: &mut Vec<u8>, th: &Thread<'_>) {
     );
     push_repeat(buf, "-1", nf);
     buf.extend_from_slice(b",\"category\":");
-    push_list(buf, &th.frame_category, |b, &v| {
-        let _ = write!(b, "{v}");
-    });
+    push_list(buf, &th.frame_category, |b, &v| push_u64(b, v as u64));
     buf.extend_from_slice(b",\"subcategory\":");
     push_repeat(buf, "0", nf);
     buf.extend_from_slice(b",\"func\":");
@@ -747,11 +855,11 @@ fn push_thread(buf: &mut Vec<u8>, th: &Thread<'_>) {
     push_list(buf, &th.func_name, |b, &v| push_opt_u32(b, v));
     buf.extend_from_slice(b",\"isJS\":");
     push_list(buf, &th.func_is_js, |b, &v| {
-        let _ = write!(b, "{v}");
+        b.extend_from_slice(if v { b"true" } else { b"false" })
     });
     buf.extend_from_slice(b",\"relevantForJS\":");
     push_list(buf, &th.func_is_js, |b, &v| {
-        let _ = write!(b, "{v}");
+        b.extend_from_slice(if v { b"true" } else { b"false" })
     });
     buf.extend_from_slice(b",\"resource\":");
     push_list(buf, &th.func_resource, |b, &v| push_opt_u32(b, v));
@@ -776,9 +884,13 @@ fn push_thread(buf: &mut Vec<u8>, th: &Thread<'_>) {
          \"functionSize\":[],\"length\":0}},\"markers\":{{\"data\":"
     );
     push_list(buf, &th.markers, |b, m| {
-        let _ = write!(b, "{{\"type\":\"{}\",\"duration\":", m.kind);
+        b.extend_from_slice(b"{\"type\":\"");
+        b.extend_from_slice(m.kind.as_bytes());
+        b.extend_from_slice(b"\",\"duration\":");
         push_float(b, m.end - m.start);
-        let _ = write!(b, ",\"tid\":{tid}}}");
+        b.extend_from_slice(b",\"tid\":");
+        push_u64(b, tid);
+        b.push(b'}');
     });
     buf.extend_from_slice(b",\"name\":");
     push_list(buf, &th.markers, |b, m| push_opt_u32(b, m.name));
@@ -789,9 +901,7 @@ fn push_thread(buf: &mut Vec<u8>, th: &Thread<'_>) {
     buf.extend_from_slice(b",\"phase\":");
     push_repeat(buf, "1", th.markers.len());
     buf.extend_from_slice(b",\"category\":");
-    push_list(buf, &th.markers, |b, m| {
-        let _ = write!(b, "{}", m.category);
-    });
+    push_list(buf, &th.markers, |b, m| push_u64(b, m.category as u64));
     let _ = write!(buf, ",\"length\":{}}}}}", th.markers.len());
 }
 

@@ -60,15 +60,29 @@ pub fn push_float(buf: &mut Vec<u8>, v: f64) {
         });
         return;
     }
-    // Rust's `{:e}` gives the shortest round-trip digits in scientific form.
-    let sci = format!("{v:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (neg, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mantissa),
+    // Rust's `{:e}` gives the shortest round-trip digits in scientific form; it is
+    // formatted on the stack, as exports write hundreds of thousands of floats.
+    let mut sci = StackBuf::default();
+    let _ = std::fmt::Write::write_fmt(&mut sci, format_args!("{v:e}"));
+    let sci = &sci.buf[..sci.len];
+    let e_at = sci.iter().position(|&c| c == b'e').unwrap_or(sci.len());
+    let exp: i32 = std::str::from_utf8(&sci[e_at + 1..])
+        .ok()
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    let (neg, mantissa) = match sci[..e_at].split_first() {
+        Some((b'-', m)) => (true, m),
+        _ => (false, &sci[..e_at]),
     };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut digit_buf = [0u8; 40];
+    let mut nd = 0;
+    for &c in mantissa {
+        if c != b'.' {
+            digit_buf[nd] = c;
+            nd += 1;
+        }
+    }
+    let digits = &digit_buf[..nd];
     if neg {
         buf.push(b'-');
     }
@@ -79,26 +93,76 @@ pub fn push_float(buf: &mut Vec<u8>, v: f64) {
             for _ in 0..(-exp - 1) {
                 buf.push(b'0');
             }
-            buf.extend_from_slice(digits.as_bytes());
+            buf.extend_from_slice(digits);
         } else if exp + 1 >= n {
-            buf.extend_from_slice(digits.as_bytes());
+            buf.extend_from_slice(digits);
             for _ in 0..(exp + 1 - n) {
                 buf.push(b'0');
             }
             buf.extend_from_slice(b".0");
         } else {
             let point = (exp + 1) as usize;
-            buf.extend_from_slice(&digits.as_bytes()[..point]);
+            buf.extend_from_slice(&digits[..point]);
             buf.push(b'.');
-            buf.extend_from_slice(&digits.as_bytes()[point..]);
+            buf.extend_from_slice(&digits[point..]);
         }
     } else {
-        buf.extend_from_slice(&digits.as_bytes()[..1]);
+        buf.extend_from_slice(&digits[..1]);
         if digits.len() > 1 {
             buf.push(b'.');
-            buf.extend_from_slice(&digits.as_bytes()[1..]);
+            buf.extend_from_slice(&digits[1..]);
         }
         let _ = write!(buf, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    }
+}
+
+/// Appends an unsigned integer in decimal (without `fmt`, which is slow in bulk).
+pub fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+/// Appends a signed integer in decimal.
+pub fn push_i64(buf: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        buf.push(b'-');
+    }
+    push_u64(buf, v.unsigned_abs());
+}
+
+/// A fixed buffer for one formatted float (at most 17 digits, sign, point, exponent).
+struct StackBuf {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl Default for StackBuf {
+    fn default() -> Self {
+        StackBuf {
+            buf: [0; 40],
+            len: 0,
+        }
+    }
+}
+
+impl std::fmt::Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -133,6 +197,22 @@ mod tests {
         assert_eq!(f(-3.25), "-3.25");
         assert_eq!(f(123.0), "123.0");
         assert_eq!(f(3827951.6304610004), "3827951.6304610004");
+    }
+
+    #[test]
+    fn integers() {
+        let mut b = Vec::new();
+        push_u64(&mut b, 0);
+        b.push(b',');
+        push_u64(&mut b, u64::MAX);
+        b.push(b',');
+        push_i64(&mut b, -42);
+        b.push(b',');
+        push_i64(&mut b, i64::MIN);
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "0,18446744073709551615,-42,-9223372036854775808"
+        );
     }
 
     #[test]
