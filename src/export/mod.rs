@@ -9,6 +9,11 @@
 
 pub mod batch;
 pub mod collapsed;
+pub mod gecko;
+pub mod jsonl;
+pub mod marshal;
+pub mod pstats;
+pub mod pyjson;
 pub mod render;
 
 use std::cell::OnceCell;
@@ -125,7 +130,12 @@ pub trait Exporter: Send + Sync {
 }
 
 /// Every format, in `--help` order.
-pub static REGISTRY: &[&dyn Exporter] = &[&collapsed::Collapsed];
+pub static REGISTRY: &[&dyn Exporter] = &[
+    &collapsed::Collapsed,
+    &pstats::Pstats,
+    &jsonl::Jsonl,
+    &gecko::Gecko,
+];
 
 /// The exporter called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Exporter> {

@@ -1,0 +1,224 @@
+//! JSON primitives written exactly as Python's `json` module writes them with its
+//! defaults (`ensure_ascii=True`), so that exports CPython defines can be compared
+//! byte for byte, not only after parsing.
+
+use std::io::{self, Write};
+
+/// Writes `s` as a JSON string the way `json.dumps` does with `ensure_ascii=True`:
+/// `"` and `\` escaped, `\n \r \t \b \f` short escapes, and every other character
+/// outside printable ASCII (space to `~`) as `\uXXXX` in lowercase hex, with
+/// surrogate pairs above the BMP.
+pub fn write_str(out: &mut dyn Write, s: &str) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(s.len() + 2);
+    push_str(&mut buf, s);
+    out.write_all(&buf)
+}
+
+/// [`write_str`] into a byte buffer.
+pub fn push_str(buf: &mut Vec<u8>, s: &str) {
+    buf.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        let plain = (' '..='~').contains(&c) && c != '"' && c != '\\';
+        if plain {
+            continue;
+        }
+        buf.extend_from_slice(&bytes[start..i]);
+        start = i + c.len_utf8();
+        match c {
+            '"' => buf.extend_from_slice(b"\\\""),
+            '\\' => buf.extend_from_slice(b"\\\\"),
+            '\n' => buf.extend_from_slice(b"\\n"),
+            '\r' => buf.extend_from_slice(b"\\r"),
+            '\t' => buf.extend_from_slice(b"\\t"),
+            '\u{8}' => buf.extend_from_slice(b"\\b"),
+            '\u{c}' => buf.extend_from_slice(b"\\f"),
+            _ => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    let _ = write!(buf, "\\u{:04x}", u);
+                }
+            }
+        }
+    }
+    buf.extend_from_slice(&bytes[start..]);
+    buf.push(b'"');
+}
+
+/// Writes a float as Python's `float.__repr__` does (which `json` uses): the
+/// shortest digits that round-trip, fixed notation for exponents -4..16 (always with
+/// a fractional part, "1.0"), otherwise `d.ddde+XX` / `de-XX` with at least two
+/// exponent digits. Non-finite values are not valid JSON; CPython's exporters refuse
+/// them (`allow_nan=False`), and callers here never produce them.
+pub fn push_float(buf: &mut Vec<u8>, v: f64) {
+    if v == 0.0 {
+        buf.extend_from_slice(if v.is_sign_negative() {
+            b"-0.0"
+        } else {
+            b"0.0"
+        });
+        return;
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits in scientific form; it is
+    // formatted on the stack, as exports write hundreds of thousands of floats.
+    let mut sci = StackBuf::default();
+    let _ = std::fmt::Write::write_fmt(&mut sci, format_args!("{v:e}"));
+    let sci = &sci.buf[..sci.len];
+    let e_at = sci.iter().position(|&c| c == b'e').unwrap_or(sci.len());
+    let exp: i32 = std::str::from_utf8(&sci[e_at + 1..])
+        .ok()
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    let (neg, mantissa) = match sci[..e_at].split_first() {
+        Some((b'-', m)) => (true, m),
+        _ => (false, &sci[..e_at]),
+    };
+    let mut digit_buf = [0u8; 40];
+    let mut nd = 0;
+    for &c in mantissa {
+        if c != b'.' {
+            digit_buf[nd] = c;
+            nd += 1;
+        }
+    }
+    let digits = &digit_buf[..nd];
+    if neg {
+        buf.push(b'-');
+    }
+    if (-4..16).contains(&exp) {
+        let n = digits.len() as i32;
+        if exp < 0 {
+            buf.extend_from_slice(b"0.");
+            for _ in 0..(-exp - 1) {
+                buf.push(b'0');
+            }
+            buf.extend_from_slice(digits);
+        } else if exp + 1 >= n {
+            buf.extend_from_slice(digits);
+            for _ in 0..(exp + 1 - n) {
+                buf.push(b'0');
+            }
+            buf.extend_from_slice(b".0");
+        } else {
+            let point = (exp + 1) as usize;
+            buf.extend_from_slice(&digits[..point]);
+            buf.push(b'.');
+            buf.extend_from_slice(&digits[point..]);
+        }
+    } else {
+        buf.extend_from_slice(&digits[..1]);
+        if digits.len() > 1 {
+            buf.push(b'.');
+            buf.extend_from_slice(&digits[1..]);
+        }
+        let _ = write!(buf, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    }
+}
+
+/// Appends an unsigned integer in decimal (without `fmt`, which is slow in bulk).
+pub fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+/// Appends a signed integer in decimal.
+pub fn push_i64(buf: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        buf.push(b'-');
+    }
+    push_u64(buf, v.unsigned_abs());
+}
+
+/// A fixed buffer for one formatted float (at most 17 digits, sign, point, exponent).
+struct StackBuf {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl Default for StackBuf {
+    fn default() -> Self {
+        StackBuf {
+            buf: [0; 40],
+            len: 0,
+        }
+    }
+}
+
+impl std::fmt::Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(v: f64) -> String {
+        let mut b = Vec::new();
+        push_float(&mut b, v);
+        String::from_utf8(b).unwrap()
+    }
+
+    fn s(v: &str) -> String {
+        let mut b = Vec::new();
+        push_str(&mut b, v);
+        String::from_utf8(b).unwrap()
+    }
+
+    // Expected strings are what CPython 3.11's `repr(float)` / `json.dumps` print.
+    #[test]
+    fn floats_like_python_repr() {
+        assert_eq!(f(0.0), "0.0");
+        assert_eq!(f(1.0), "1.0");
+        assert_eq!(f(0.836), "0.836");
+        assert_eq!(f(2.0700000000000003), "2.0700000000000003");
+        assert_eq!(f(0.0001), "0.0001");
+        assert_eq!(f(0.00001), "1e-05");
+        assert_eq!(f(1.5e-7), "1.5e-07");
+        assert_eq!(f(1e16), "1e+16");
+        assert_eq!(f(1234567890123456.0), "1234567890123456.0");
+        assert_eq!(f(-3.25), "-3.25");
+        assert_eq!(f(123.0), "123.0");
+        assert_eq!(f(3827951.6304610004), "3827951.6304610004");
+    }
+
+    #[test]
+    fn integers() {
+        let mut b = Vec::new();
+        push_u64(&mut b, 0);
+        b.push(b',');
+        push_u64(&mut b, u64::MAX);
+        b.push(b',');
+        push_i64(&mut b, -42);
+        b.push(b',');
+        push_i64(&mut b, i64::MIN);
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "0,18446744073709551615,-42,-9223372036854775808"
+        );
+    }
+
+    #[test]
+    fn strings_like_json_dumps() {
+        assert_eq!(s("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(s("\n\t\u{1}\u{7f}"), r#""\n\t\u0001\u007f""#);
+        assert_eq!(s("é😀"), r#""\u00e9\ud83d\ude00""#);
+    }
+}
