@@ -8,20 +8,21 @@ use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use common::*;
-use tach::tach::{rewrite, Compression, FormatError, TachFile, Writer};
+use rayon::prelude::*;
+use tach::tach::{Compression, FormatError, TachFile, Writer};
 
 /// Decodes `bytes` fully. Any outcome but a panic is acceptable.
 fn decode(bytes: Vec<u8>) -> Result<u64, String> {
     let f = TachFile::from_bytes("corrupt.bin", bytes).map_err(|e| e.to_string())?;
-    let mix = f.verify().map_err(|e| e.to_string())?;
-    // Use what was decoded the way exporters do.
+    // Use what was decoded the way exporters do: every frame's strings.
     let mut frames = 0u64;
-    f.for_each_sample(|s| {
-        for &i in s.stack {
-            frames += f.funcname(i).len() as u64 + f.filename(i).len() as u64;
-        }
-    })
-    .map_err(|e| e.to_string())?;
+    let mix = f
+        .for_each_sample(|s| {
+            for &i in s.stack {
+                frames += f.funcname(i).len() as u64 + f.filename(i).len() as u64;
+            }
+        })
+        .map_err(|e| e.to_string())?;
     Ok(mix.samples.iter().sum::<u64>() + frames)
 }
 
@@ -29,16 +30,19 @@ fn walk(label: &str, original: &[u8]) {
     let check = |what: String, bytes: Vec<u8>| {
         let outcome = catch_unwind(AssertUnwindSafe(|| decode(bytes)));
         if let Ok(Err(msg)) = &outcome {
-            assert!(msg.starts_with("corrupt.bin: "), "{what}: error lacks the file: {msg}");
+            assert!(
+                msg.starts_with("corrupt.bin: "),
+                "{what}: error lacks the file: {msg}"
+            );
         }
         assert!(outcome.is_ok(), "{label}: {what} panicked");
     };
-    for len in 0..original.len() {
+    (0..original.len()).into_par_iter().for_each(|len| {
         check(format!("truncated to {len}"), original[..len].to_vec());
-    }
+    });
     // Each position with values that flip the low bit, the continuation bit, all bits,
     // and clear the byte: these cover varint lengths, counts, indices and tags.
-    for pos in 0..original.len() {
+    (0..original.len()).into_par_iter().for_each(|pos| {
         for change in [0x01u8, 0x80, 0xff] {
             let mut b = original.to_vec();
             b[pos] ^= change;
@@ -47,7 +51,7 @@ fn walk(label: &str, original: &[u8]) {
         let mut b = original.to_vec();
         b[pos] = 0;
         check(format!("byte {pos} = 0"), b);
-    }
+    });
 }
 
 #[test]
@@ -62,16 +66,63 @@ fn truncations_and_byte_changes_never_panic() {
     ] {
         walk(name, &std::fs::read(dir.join(name)).unwrap());
     }
-    // An uncompressed file with every record kind: synthetic_deep_stacks without zstd.
-    let src = TachFile::open(dir.join("synthetic_deep_stacks.bin")).unwrap();
+    walk("small uncompressed file", &varied_uncompressed());
+}
+
+/// An uncompressed file with every record kind, several threads, a stack past the
+/// 256-frame cap, locations and opcodes: small enough to walk every byte.
+fn varied_uncompressed() -> Vec<u8> {
     let mut buf = Cursor::new(Vec::new());
-    let mut w = rewrite::builder_like(&src)
+    let mut w = Writer::builder(1000)
+        .start_time_us(10)
         .compression(Compression::None)
         .to_writer("memory", &mut buf)
         .unwrap();
-    rewrite::copy_samples(&src, &mut w).unwrap();
+    let f: Vec<u32> = (0..12)
+        .map(|i| {
+            let loc = (i % 3 != 0).then_some(tach::tach::Location {
+                lineno: i * 10,
+                end_lineno: i * 10 + 1,
+                column: i,
+                end_column: i + 4,
+            });
+            w.frame(
+                ["/a.py", "~", "b.py"][i as usize % 3],
+                ["f", "<GC>", "g", "h"][i as usize % 4],
+                loc,
+                (i % 2 == 0).then_some(i as u8),
+            )
+        })
+        .collect();
+    let deep: Vec<u32> = (0..260).map(|i| f[i % 12]).collect();
+    let stacks: [&[u32]; 7] = [
+        &[f[0], f[1]],
+        &[f[0], f[1]],       // REPEAT
+        &[f[2], f[0], f[1]], // SUFFIX
+        &[f[3], f[0], f[1]], // POP_PUSH
+        &[f[4], f[5]],       // FULL
+        &[],                 // FULL, empty
+        &deep,               // FULL, capped at 256
+    ];
+    let mut ts = 10;
+    for round in 0..3u64 {
+        for (i, s) in stacks.iter().enumerate() {
+            ts += 900 + i as u64;
+            w.write_sample(100 + round % 2, (round % 2) as u32, ts, (i * 37) as u8, s)
+                .unwrap();
+        }
+    }
     w.finish().unwrap();
-    walk("synthetic_deep_stacks (uncompressed)", &buf.into_inner());
+    let bytes = buf.into_inner();
+    let mix = TachFile::from_bytes("varied", bytes.clone())
+        .unwrap()
+        .verify()
+        .unwrap();
+    assert!(
+        mix.records.iter().all(|&n| n > 0),
+        "every record kind is present: {mix:?}"
+    );
+    bytes
 }
 
 /// A small valid uncompressed file to damage on purpose.
@@ -114,11 +165,17 @@ fn set_u64(b: &mut [u8], at: usize, v: u64) {
 #[test]
 fn header_defects_are_named_with_their_offset() {
     let good = small_file().bytes;
-    TachFile::from_bytes("ok.bin", good.clone()).unwrap().verify().unwrap();
+    TachFile::from_bytes("ok.bin", good.clone())
+        .unwrap()
+        .verify()
+        .unwrap();
 
     let (e, msg) = format_error(good[..50].to_vec());
     assert!(matches!(e, FormatError::FileTooSmall { size: 50 }));
-    assert!(msg.starts_with("bad.bin: byte 0 of the file: file too small"), "{msg}");
+    assert!(
+        msg.starts_with("bad.bin: byte 0 of the file: file too small"),
+        "{msg}"
+    );
 
     let mut b = good.clone();
     b[0] = b'X';
@@ -137,25 +194,46 @@ fn header_defects_are_named_with_their_offset() {
 
     let mut b = good.clone();
     set_u64(&mut b, 40, 1 << 40);
-    assert!(matches!(format_error(b).0, FormatError::TableOffset { table: "string", .. }));
+    assert!(matches!(
+        format_error(b).0,
+        FormatError::TableOffset {
+            table: "string",
+            ..
+        }
+    ));
 
     let mut b = good.clone();
     set_u64(&mut b, 48, 10);
-    assert!(matches!(format_error(b).0, FormatError::TableOffset { table: "frame", .. }));
+    assert!(matches!(
+        format_error(b).0,
+        FormatError::TableOffset { table: "frame", .. }
+    ));
 
     let mut b = good.clone();
     let frame_table = u64::from_le_bytes(b[48..56].try_into().unwrap());
     set_u64(&mut b, 40, frame_table + 1);
-    assert!(matches!(format_error(b).0, FormatError::TablesOutOfOrder { .. }));
+    assert!(matches!(
+        format_error(b).0,
+        FormatError::TablesOutOfOrder { .. }
+    ));
 
     // Counts in the footer larger than the bytes left could hold.
     let mut b = good.clone();
     let footer = b.len() - 32;
     set_u32(&mut b, footer, u32::MAX);
-    assert!(matches!(format_error(b).0, FormatError::CountTooLarge { table: "string", .. }));
+    assert!(matches!(
+        format_error(b).0,
+        FormatError::CountTooLarge {
+            table: "string",
+            ..
+        }
+    ));
     let mut b = good.clone();
     set_u32(&mut b, footer + 4, u32::MAX);
-    assert!(matches!(format_error(b).0, FormatError::CountTooLarge { table: "frame", .. }));
+    assert!(matches!(
+        format_error(b).0,
+        FormatError::CountTooLarge { table: "frame", .. }
+    ));
 }
 
 #[test]
@@ -167,14 +245,23 @@ fn sample_defects_are_named_with_their_offset() {
     let mut b = good.clone();
     set_u32(&mut b, 36, 0); // thread_count 0
     let (e, msg) = format_error(b);
-    assert_eq!(e, FormatError::TooManyThreads { declared: 0, found: 1 });
+    assert_eq!(
+        e,
+        FormatError::TooManyThreads {
+            declared: 0,
+            found: 1
+        }
+    );
     assert!(msg.contains("byte 64 of the file"), "{msg}");
 
     let mut b = good.clone();
     set_u64(&mut b, 28, 3); // sample_count
     assert_eq!(
         format_error(b).0,
-        FormatError::SampleCountMismatch { declared: 3, decoded: 2 }
+        FormatError::SampleCountMismatch {
+            declared: 3,
+            decoded: 2
+        }
     );
 
     let mut b = good.clone();
@@ -189,7 +276,10 @@ fn sample_defects_are_named_with_their_offset() {
     assert_eq!(good[depth_at], 2);
     let mut b = good.clone();
     b[depth_at + 1] = 5; // frame index 5 of 2
-    assert_eq!(format_error(b).0, FormatError::FrameIndex { index: 5, count: 2 });
+    assert_eq!(
+        format_error(b).0,
+        FormatError::FrameIndex { index: 5, count: 2 }
+    );
 
     // Turn the FULL into a SUFFIX sharing 3 frames of an empty stack.
     let mut b = good.clone();
@@ -197,7 +287,10 @@ fn sample_defects_are_named_with_their_offset() {
     b[depth_at] = 3;
     assert_eq!(
         format_error(b).0,
-        FormatError::SharedExceedsDepth { shared: 3, depth: 0 }
+        FormatError::SharedExceedsDepth {
+            shared: 3,
+            depth: 0
+        }
     );
 
     // Trailing bytes after the last record.
@@ -224,7 +317,10 @@ fn deep_stacks_are_rejected_like_cpython() {
     set_u64(&mut b, 48, ft + 1);
     let (e, msg) = format_error(b);
     assert_eq!(e, FormatError::StackDepth(257));
-    assert!(msg.contains("stack depth 257 exceeds capacity 256"), "{msg}");
+    assert!(
+        msg.contains("stack depth 257 exceeds capacity 256"),
+        "{msg}"
+    );
 }
 
 #[test]

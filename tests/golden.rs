@@ -78,7 +78,9 @@ fn expected_per_thread(expected: &Value) -> PerThread {
                     .take(MAX_STACK_DEPTH)
                     .map(|f| normalise(&strings, f))
                     .collect();
-                out.entry((tid, iid)).or_default().push((ts, status, frames));
+                out.entry((tid, iid))
+                    .or_default()
+                    .push((ts, status, frames));
             }
         }
     }
@@ -231,7 +233,12 @@ fn reencoding_reproduces_every_golden_file() {
         let again = rewrite_in_memory(&src, src.header().compression);
         let copy = TachFile::from_bytes("rewritten", again.clone()).unwrap();
         // The criterion: identical sample stream, tables, stats and footer counts.
-        assert_eq!(decoded_region(&copy), decoded_region(&src), "{}", name(&bin));
+        assert_eq!(
+            decoded_region(&copy),
+            decoded_region(&src),
+            "{}",
+            name(&bin)
+        );
         let tail = |f: &TachFile| f.raw_bytes()[f.header().string_table_offset as usize..].to_vec();
         let (mut a, mut b) = (tail(&copy), tail(&src));
         // The footer's file_size differs when the compressed size does.
@@ -245,7 +252,11 @@ fn reencoding_reproduces_every_golden_file() {
         assert_eq!(h1, h2, "{}: header", name(&bin));
         // Stronger, and true today: with the same libzstd (1.5.7) as CPython's, the whole
         // file is byte-identical, compressed or not.
-        assert!(again == original_bytes, "{}: not byte-identical", name(&bin));
+        assert!(
+            again == original_bytes,
+            "{}: not byte-identical",
+            name(&bin)
+        );
     }
 }
 
@@ -256,8 +267,16 @@ fn changing_compression_keeps_the_samples() {
         for c in [Compression::None, Compression::Zstd] {
             let copy = TachFile::from_bytes("rewritten", rewrite_in_memory(&src, c)).unwrap();
             assert_eq!(copy.header().compression, c);
-            assert_eq!(decoded_region(&copy), decoded_region(&src), "{}", name(&bin));
-            assert_eq!(copy.collect_samples().unwrap(), src.collect_samples().unwrap());
+            assert_eq!(
+                decoded_region(&copy),
+                decoded_region(&src),
+                "{}",
+                name(&bin)
+            );
+            assert_eq!(
+                copy.collect_samples().unwrap(),
+                src.collect_samples().unwrap()
+            );
         }
     }
 }

@@ -29,10 +29,19 @@ fn frame_spec() -> impl Strategy<Value = FrameSpec> {
         Just(None),
         Just(Some((-1, -1, -1, -1))),
         (0..100_000i32, 0..50i32).prop_map(|(l, d)| Some((l, l + d, -1, -1))),
-        (0..100_000i32, 0..50i32, 0..200i32, 0..80i32)
-            .prop_map(|(l, d, c, w)| Some((l, l + d, c, c + w))),
+        (0..100_000i32, 0..50i32, 0..200i32, 0..80i32).prop_map(|(l, d, c, w)| Some((
+            l,
+            l + d,
+            c,
+            c + w
+        ))),
     ];
-    let opcode = prop_oneof![Just(None), Just(Some(0u8)), Just(Some(254u8)), any::<u8>().prop_map(|o| Some(o.min(254)))];
+    let opcode = prop_oneof![
+        Just(None),
+        Just(Some(0u8)),
+        Just(Some(254u8)),
+        any::<u8>().prop_map(|o| Some(o.min(254)))
+    ];
     (0..NAMES.len(), 0..NAMES.len(), location, opcode).prop_map(|(file, func, location, opcode)| {
         FrameSpec {
             file,
@@ -43,7 +52,10 @@ fn frame_spec() -> impl Strategy<Value = FrameSpec> {
     })
 }
 
-fn profile() -> impl Strategy<Value = (Vec<FrameSpec>, Vec<(u64, u32)>, Vec<SampleSpec>, u64)> {
+/// Frames, (thread_id, interpreter_id) pairs, samples, and the start time.
+type Profile = (Vec<FrameSpec>, Vec<(u64, u32)>, Vec<SampleSpec>, u64);
+
+fn profile() -> impl Strategy<Value = Profile> {
     (
         prop::collection::vec(frame_spec(), 1..40),
         prop::collection::vec((any::<u64>(), 0..4u32), 1..12),

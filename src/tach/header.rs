@@ -386,8 +386,15 @@ impl Stats {
             sample_rate,
             error_rate_raw: error_rate.unwrap_or(0.0),
             missed_samples_raw: missed_samples.unwrap_or(0.0),
-            present: (error_rate.is_some() as u32) * STATS_ERROR_RATE
-                | (missed_samples.is_some() as u32) * STATS_MISSED,
+            present: if error_rate.is_some() {
+                STATS_ERROR_RATE
+            } else {
+                0
+            } | if missed_samples.is_some() {
+                STATS_MISSED
+            } else {
+                0
+            },
             size: STATS_SIZE as u32,
         }
     }
