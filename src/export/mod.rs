@@ -70,12 +70,14 @@ impl<'a> ExportInput<'a> {
         }
     }
 
-    /// The aggregated index of the kept samples (built once, with timelines).
+    /// The aggregated index of the kept samples (built once). It holds counts only:
+    /// formats that need every sample's time read [`ExportInput::for_each_sample`], so
+    /// that memory here grows with unique stacks, not with samples.
     pub fn index(&self) -> Result<&ProfileIndex> {
         if let Some(i) = self.index.get() {
             return Ok(i);
         }
-        let built = ProfileIndex::build(self.file, self.filter, IndexOptions { timelines: true })?;
+        let built = ProfileIndex::build(self.file, self.filter, IndexOptions::default())?;
         Ok(self.index.get_or_init(|| built))
     }
 
