@@ -9,7 +9,9 @@
 
 pub mod batch;
 pub mod collapsed;
+pub mod flamegraph;
 pub mod render;
+pub mod speedscope;
 
 use std::cell::OnceCell;
 use std::io::Write;
@@ -125,7 +127,11 @@ pub trait Exporter: Send + Sync {
 }
 
 /// Every format, in `--help` order.
-pub static REGISTRY: &[&dyn Exporter] = &[&collapsed::Collapsed];
+pub static REGISTRY: &[&dyn Exporter] = &[
+    &collapsed::Collapsed,
+    &speedscope::Speedscope,
+    &flamegraph::Flamegraph,
+];
 
 /// The exporter called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Exporter> {
