@@ -1,7 +1,8 @@
 //! Speedscope JSON (<https://www.speedscope.app/file-format-schema.json>).
 //!
-//! Layout: `shared.frames` is the TACH frame table in file order (so speedscope frame
-//! `i` is TACH frame `i`), each with `name`, `file`, and `line`/`col` when known. There
+//! Layout: `shared.frames` is the TACH frame table in file order, each with `name`,
+//! `file` (the full path), and `line`/`col` when known (`col` 1-based); TACH frames that
+//! would render identically share one entry. There
 //! is one `sampled` profile per (thread, interpreter), in the order the threads first
 //! appear among the kept samples, with stacks root first and `unit: "microseconds"`.
 //!
@@ -17,6 +18,7 @@
 //! Memory grows with unique stacks plus one entry per run of equal stacks; the output
 //! is written as it is produced. Output is deterministic.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use super::render::is_internal;
@@ -121,26 +123,41 @@ fn json_str(out: &mut dyn Write, s: &str) -> Result<()> {
     })
 }
 
-fn write_frames(file: &TachFile, out: &mut dyn Write) -> Result<()> {
+/// Writes `shared.frames` and returns the speedscope index of each TACH frame. TACH
+/// frames that render the same (they differ only in end positions or opcode) share one
+/// speedscope frame, so speedscope's views do not show two identical entries.
+fn write_frames(file: &TachFile, out: &mut dyn Write) -> Result<Vec<u32>> {
     let err = write_error("output");
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    let mut map = Vec::with_capacity(file.frames().len());
+    let mut text = Vec::new();
     for (i, e) in file.frames().iter().enumerate() {
-        if i > 0 {
-            out.write_all(b",").map_err(&err)?;
-        }
-        out.write_all(b"{\"name\":").map_err(&err)?;
-        json_str(out, file.funcname(i as u32))?;
-        out.write_all(b",\"file\":").map_err(&err)?;
-        json_str(out, file.filename(i as u32))?;
+        text.clear();
+        text.extend_from_slice(b"{\"name\":");
+        json_str(&mut text, file.funcname(i as u32))?;
+        text.extend_from_slice(b",\"file\":");
+        json_str(&mut text, file.filename(i as u32))?;
         if let Some(loc) = e.location() {
-            write!(out, ",\"line\":{}", loc.lineno).map_err(&err)?;
+            write!(text, ",\"line\":{}", loc.lineno).map_err(&err)?;
             // CPython's columns are 0-based; speedscope's (like Chrome's) are 1-based.
             if loc.column >= 0 {
-                write!(out, ",\"col\":{}", i64::from(loc.column) + 1).map_err(&err)?;
+                write!(text, ",\"col\":{}", i64::from(loc.column) + 1).map_err(&err)?;
             }
         }
-        out.write_all(b"}").map_err(&err)?;
+        text.push(b'}');
+        // Frame JSON is built from strings, so it is valid UTF-8.
+        let key = String::from_utf8_lossy(&text).into_owned();
+        let next = seen.len() as u32;
+        let id = *seen.entry(key).or_insert(next);
+        if id == next {
+            if next > 0 {
+                out.write_all(b",").map_err(&err)?;
+            }
+            out.write_all(&text).map_err(&err)?;
+        }
+        map.push(id);
     }
-    Ok(())
+    Ok(map)
 }
 
 impl Exporter for Speedscope {
@@ -169,7 +186,7 @@ impl Exporter for Speedscope {
         json_str(out, &input.title())?;
         out.write_all(b",\"activeProfileIndex\":0,\"shared\":{\"frames\":[")
             .map_err(&err)?;
-        write_frames(file, out)?;
+        let frame_ids = write_frames(file, out)?;
         out.write_all(b"]},\"profiles\":[").map_err(&err)?;
         let internal: Vec<bool> = (0..file.frames().len() as u32)
             .map(|f| is_internal(file, f))
@@ -213,7 +230,13 @@ impl Exporter for Speedscope {
                     if j > 0 {
                         out.write_all(b",").map_err(&err)?;
                     }
-                    write!(out, "{f}").map_err(&err)?;
+                    let id = frame_ids.get(*f as usize).ok_or_else(|| {
+                        ExportError::Unsupported(format!(
+                            "{}: stack refers to frame {f}, beyond the frame table",
+                            file.path().display()
+                        ))
+                    })?;
+                    write!(out, "{id}").map_err(&err)?;
                 }
                 out.write_all(b"]").map_err(&err)?;
             }
