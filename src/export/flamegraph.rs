@@ -2,12 +2,12 @@
 //! to search, a tooltip per frame with its sample count and percentage).
 //!
 //! Frames read `funcname (file:line)` (`funcname (file)` with no location, the bare name
-//! for CPython's synthetic `~` frames). The title is the input's file name (or
+//! for CPython's synthetic `~` frames, `<unnamed>` if that name is empty). The title is the input's file name (or
 //! `--title`), the subtitle the sample and thread counts.
 //!
 //! Merged (default): all threads in one graph. `--per-thread`: one graph per thread in
-//! the same SVG, as one root frame per thread (`thread <id>`, with `interpreter <n>`
-//! when not the main interpreter) under `all`, so a thread's share of the whole profile
+//! the same SVG, as one root frame per thread (`[thread <id>]`, or
+//! `[thread <id>, interpreter <n>]` outside the main interpreter) under `all`, so a thread's share of the whole profile
 //! is its root frame's width and clicking it zooms to that thread alone.
 //!
 //! Input is the aggregated index (unique stacks with per-thread counts, built without
@@ -32,7 +32,11 @@ fn frame_label(file: &TachFile, frame: u32) -> String {
     let func = file.funcname(frame);
     let path = file.filename(frame);
     let has_location = file.frames()[frame as usize].location().is_some();
-    let text = if path == "~" && !has_location {
+    let text = if func.is_empty() && path == "~" && !has_location {
+        // An empty label would be an invisible frame, and a stack of only that frame a
+        // line inferno cannot parse.
+        "<unnamed>".to_string()
+    } else if path == "~" && !has_location {
         func.to_string()
     } else if has_location {
         format!("{func} ({path}:{})", lineno(file, frame))
@@ -43,13 +47,24 @@ fn frame_label(file: &TachFile, frame: u32) -> String {
 }
 
 fn sanitize(s: &str) -> String {
-    s.chars()
+    let mut out: String = s
+        .chars()
         .map(|c| match c {
             ';' => ':',
             '\n' | '\r' => ' ',
             c => c,
         })
-        .collect()
+        .collect();
+    // inferno reads `stack A B` (two trailing numbers) as a differential flamegraph, so
+    // a leaf named like `worker 12` must not end in ` <number>`: its last space becomes
+    // a no-break space, which looks the same.
+    if let Some(i) = out.rfind(' ') {
+        let tail = &out[i + 1..];
+        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            out.replace_range(i..i + 1, "\u{a0}");
+        }
+    }
+    out
 }
 
 /// The folded stacks (`frame;frame;... count`, root first), one line per (thread, stack)
@@ -60,23 +75,23 @@ fn folded_lines(file: &TachFile, index: &ProfileIndex, per_thread: bool) -> Stri
     let mut merged: HashMap<u32, u64> = HashMap::new();
     let mut write_stack = |text: &mut String, prefix: Option<&str>, stack_id: u32, count: u64| {
         let start = text.len();
-        let mut any = false;
+        let mut frames = 0usize;
         if let Some(p) = prefix {
             text.push_str(p);
-            any = true;
         }
         for &f in index.stacks.get(stack_id).iter().rev() {
             if is_internal(file, f) {
                 continue;
             }
-            if any {
+            if frames > 0 || prefix.is_some() {
                 text.push(';');
             }
-            any = true;
+            frames += 1;
             text.push_str(labels.entry(f).or_insert_with(|| frame_label(file, f)));
         }
-        if !any {
-            // An empty stack has nothing to draw in the merged graph.
+        if frames == 0 {
+            // Samples with no Python frame are left out, as CPython's collapsed output
+            // leaves them out, so both modes and CPython agree on the total.
             text.truncate(start);
             return;
         }
@@ -87,9 +102,9 @@ fn folded_lines(file: &TachFile, index: &ProfileIndex, per_thread: bool) -> Stri
     for t in &index.threads {
         if per_thread {
             let prefix = if t.interpreter_id == 0 {
-                format!("thread {}", t.thread_id)
+                format!("[thread {}]", t.thread_id)
             } else {
-                format!("thread {} interpreter {}", t.thread_id, t.interpreter_id)
+                format!("[thread {}, interpreter {}]", t.thread_id, t.interpreter_id)
             };
             for &(stack_id, count) in &t.stacks {
                 write_stack(&mut text, Some(&prefix), stack_id, count);
@@ -129,10 +144,11 @@ impl Exporter for Flamegraph {
 
         let mut opt = Options::default();
         opt.title = input.title();
+        let threads = index.threads.len();
         opt.subtitle = Some(format!(
-            "{} samples, {} threads{}",
+            "{} samples, {threads} thread{}{}",
             index.total_samples,
-            index.threads.len(),
+            if threads == 1 { "" } else { "s" },
             if per_thread {
                 ", one root frame per thread"
             } else {

@@ -19,6 +19,7 @@ const TYPES = {
 export function serve(mounts) {
   const server = http.createServer((req, res) => {
     const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    if (url === '/favicon.ico') { res.writeHead(204); res.end(); return; }
     for (const [prefix, dir] of Object.entries(mounts)) {
       if (!url.startsWith(prefix)) continue;
       const file = path.join(dir, url.slice(prefix.length));
