@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use inferno::flamegraph::{self, color, Options};
+use inferno::flamegraph::{self, color, Options, TextTruncateDirection};
 
 use super::render::{is_internal, lineno};
 use super::{ExportError, ExportInput, Exporter, Result};
@@ -157,6 +157,8 @@ impl Exporter for Flamegraph {
         ));
         opt.colors = color::Palette::Multi(color::MultiPalette::Python);
         opt.hash = true;
+        // Labels start with the function name: cut the path end, not the name.
+        opt.text_truncate_direction = TextTruncateDirection::Right;
         opt.count_name = "samples".into();
         opt.name_type = "Function:".into();
 

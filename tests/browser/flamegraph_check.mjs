@@ -46,6 +46,12 @@ try {
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
   await page.goto(`${base}/svg/${encodeURIComponent(path.basename(svgPath))}`, { waitUntil: 'load' });
+  // Show the whole graph (up to a limit) so the screenshot has the title and the root.
+  const size = await page.evaluate(() => {
+    const r = document.documentElement.getBoundingClientRect();
+    return { width: Math.ceil(r.width), height: Math.ceil(r.height) };
+  });
+  await page.setViewportSize({ width: Math.min(Math.max(size.width, 400), 2000), height: Math.min(Math.max(size.height, 300), 3000) });
 
   const info = await page.evaluate(() => {
     const frames = [...document.querySelectorAll('#frames > g')];
