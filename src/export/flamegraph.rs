@@ -11,7 +11,8 @@
 //! is its root frame's width and clicking it zooms to that thread alone.
 //!
 //! Input is the aggregated index (unique stacks with per-thread counts, built without
-//! timelines), so memory grows with unique stacks, not with samples. Colors come from a
+//! timelines) folded into a call tree, and inferno gets only the frames it can draw, so
+//! memory grows with unique stacks, not with samples. Colors come from a
 //! hash of the frame name and lines are sorted, so output is deterministic.
 
 use std::collections::HashMap;
@@ -67,62 +68,224 @@ fn sanitize(s: &str) -> String {
     out
 }
 
-/// The folded stacks (`frame;frame;... count`, root first), one line per (thread, stack)
-/// in per-thread mode, one per stack in merged mode.
-fn folded_lines(file: &TachFile, index: &ProfileIndex, per_thread: bool) -> String {
-    let mut labels: HashMap<u32, String> = HashMap::new();
-    let mut text = String::new();
-    let mut merged: HashMap<u32, u64> = HashMap::new();
-    let mut write_stack = |text: &mut String, prefix: Option<&str>, stack_id: u32, count: u64| {
-        let start = text.len();
-        let mut frames = 0usize;
-        if let Some(p) = prefix {
-            text.push_str(p);
+/// What a tree node shows: a thread root, or the frames with one (funcname, filename,
+/// line) key, drawn through a representative frame. Text is rendered only for the nodes
+/// inferno gets, as most nodes of a big profile are too narrow to draw.
+enum Label {
+    Thread(String),
+    Frame(u32),
+}
+
+/// The call tree: a node per distinct label path, root first. TACH frames with the same
+/// label key are one node.
+struct Tree {
+    labels: Vec<Label>,
+    /// Per node: label id (u32::MAX for the root), total samples, first child, next sibling.
+    nodes: Vec<Node>,
+    children: FxMap<(u32, u32), u32>,
+}
+
+#[derive(Clone, Copy)]
+struct Node {
+    label: u32,
+    total: u64,
+    first_child: u32,
+    next_sibling: u32,
+}
+
+const NONE: u32 = u32::MAX;
+/// `frame_label_id` mark for the profiler's own frames, which are left out.
+const SKIP: u32 = u32::MAX - 1;
+
+/// FxHash (rustc's hasher) for the small integer keys of the tree: deep stacks mean
+/// millions of lookups, and SipHash made them most of the export's time.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
         }
-        for &f in index.stacks.get(stack_id).iter().rev() {
-            if is_internal(file, f) {
-                continue;
-            }
-            if frames > 0 || prefix.is_some() {
-                text.push(';');
-            }
-            frames += 1;
-            text.push_str(labels.entry(f).or_insert_with(|| frame_label(file, f)));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+
+impl Tree {
+    fn new() -> Self {
+        Tree {
+            labels: Vec::new(),
+            nodes: vec![Node {
+                label: NONE,
+                total: 0,
+                first_child: NONE,
+                next_sibling: NONE,
+            }],
+            children: FxMap::default(),
         }
-        if frames == 0 {
-            // Samples with no Python frame are left out, as CPython's collapsed output
-            // leaves them out, so both modes and CPython agree on the total.
-            text.truncate(start);
-            return;
+    }
+
+    fn child(&mut self, parent: u32, label: u32) -> u32 {
+        if let Some(&c) = self.children.get(&(parent, label)) {
+            return c;
         }
-        text.push(' ');
-        text.push_str(&count.to_string());
-        text.push('\n');
-    };
-    for t in &index.threads {
-        if per_thread {
-            let prefix = if t.interpreter_id == 0 {
+        let id = self.nodes.len() as u32;
+        let p = &mut self.nodes[parent as usize];
+        let next_sibling = p.first_child;
+        p.first_child = id;
+        self.nodes.push(Node {
+            label,
+            total: 0,
+            first_child: NONE,
+            next_sibling,
+        });
+        self.children.insert((parent, label), id);
+        id
+    }
+
+    /// Adds `count` samples along `path` (label ids, root first).
+    fn add(&mut self, path: &[u32], count: u64) {
+        let mut node = 0;
+        self.nodes[0].total += count;
+        for &label in path {
+            node = self.child(node, label);
+            self.nodes[node as usize].total += count;
+        }
+    }
+}
+
+/// Builds the call tree of the kept samples: per thread under a `[thread …]` node, or
+/// merged. Stacks with no Python frame are left out, as CPython's collapsed output does.
+fn build_tree(file: &TachFile, index: &ProfileIndex, per_thread: bool) -> Tree {
+    let mut tree = Tree::new();
+    // A label depends on (funcname, filename, line or none) only: one node per key, not
+    // per frame (frames differ by columns and opcodes too).
+    let mut by_key: FxMap<(u32, u32, i32), u32> = FxMap::default();
+    let mut frame_label_id: Vec<u32> = vec![NONE; file.frames().len()];
+    // (thread root label, stack, samples): per thread, or each stack once with the sum
+    // over threads.
+    let mut items: Vec<(Option<u32>, u32, u64)> = Vec::new();
+    if per_thread {
+        for t in &index.threads {
+            let text = if t.interpreter_id == 0 {
                 format!("[thread {}]", t.thread_id)
             } else {
                 format!("[thread {}, interpreter {}]", t.thread_id, t.interpreter_id)
             };
-            for &(stack_id, count) in &t.stacks {
-                write_stack(&mut text, Some(&prefix), stack_id, count);
+            tree.labels.push(Label::Thread(text));
+            let label = tree.labels.len() as u32 - 1;
+            items.extend(t.stacks.iter().map(|&(s, n)| (Some(label), s, n)));
+        }
+    } else {
+        let mut merged: FxMap<u32, u64> = FxMap::default();
+        for t in &index.threads {
+            for &(s, n) in &t.stacks {
+                *merged.entry(s).or_insert(0) += n;
             }
-        } else {
-            for &(stack_id, count) in &t.stacks {
-                *merged.entry(stack_id).or_insert(0) += count;
+        }
+        items.extend(merged.into_iter().map(|(s, n)| (None, s, n)));
+        items.sort_unstable();
+    }
+    let mut path: Vec<u32> = Vec::new();
+    for (thread_label, stack_id, count) in items {
+        {
+            path.clear();
+            path.extend(thread_label);
+            for &f in index.stacks.get(stack_id).iter().rev() {
+                let Some(slot) = frame_label_id.get_mut(f as usize) else {
+                    continue; // the reader validates frame indices; never index past them
+                };
+                if *slot == NONE && is_internal(file, f) {
+                    *slot = SKIP;
+                }
+                if *slot == SKIP {
+                    continue;
+                }
+                if *slot == NONE {
+                    let e = &file.frames()[f as usize];
+                    // lineno -1 is "no location" (it cannot be a real line).
+                    let key = (e.funcname, e.filename, e.lineno);
+                    let labels = &mut tree.labels;
+                    *slot = *by_key.entry(key).or_insert_with(|| {
+                        labels.push(Label::Frame(f));
+                        labels.len() as u32 - 1
+                    });
+                }
+                let id = *slot;
+                path.push(id);
+            }
+            if path.len() > usize::from(thread_label.is_some()) {
+                tree.add(&path, count);
             }
         }
     }
-    if !per_thread {
-        let mut ids: Vec<(u32, u64)> = merged.into_iter().collect();
-        ids.sort_unstable();
-        for (stack_id, count) in ids {
-            write_stack(&mut text, None, stack_id, count);
+    tree
+}
+
+/// The folded stacks (`frame;frame;... count`, root first) inferno draws (it sorts them).
+/// A subtree narrower than `min_samples` is written as one line for its top frame:
+/// inferno omits such frames and everything above them anyway, and the top frame keeps
+/// its width, so the picture is the same (byte for byte on the golden files) while the
+/// text no longer grows with every unique stack.
+fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
+    let mut text: Vec<Option<String>> = Vec::new();
+    text.resize_with(tree.labels.len(), || None);
+    let mut out = String::new();
+    let mut prefix = String::new();
+    // (node, prefix length before it) on an explicit stack: stacks can be deep.
+    let mut todo: Vec<(u32, usize)> = Vec::new();
+    let root = &tree.nodes[0];
+    let push_children = |todo: &mut Vec<(u32, usize)>, first: u32, at: usize| {
+        let mut c = first;
+        while c != NONE {
+            todo.push((c, at));
+            c = tree.nodes[c as usize].next_sibling;
+        }
+    };
+    push_children(&mut todo, root.first_child, 0);
+    while let Some((id, at)) = todo.pop() {
+        let n = tree.nodes[id as usize];
+        prefix.truncate(at);
+        if at > 0 {
+            prefix.push(';');
+        }
+        let label =
+            text[n.label as usize].get_or_insert_with(|| match &tree.labels[n.label as usize] {
+                Label::Thread(t) => t.clone(),
+                Label::Frame(f) => frame_label(file, *f),
+            });
+        prefix.push_str(label);
+        let wide = (n.total as f64) >= min_samples;
+        let mut self_count = n.total;
+        if wide {
+            let mut c = n.first_child;
+            while c != NONE {
+                self_count -= tree.nodes[c as usize].total;
+                c = tree.nodes[c as usize].next_sibling;
+            }
+        }
+        if self_count > 0 {
+            out.push_str(&prefix);
+            out.push(' ');
+            out.push_str(&self_count.to_string());
+            out.push('\n');
+        }
+        if wide {
+            let len = prefix.len();
+            push_children(&mut todo, n.first_child, len);
         }
     }
-    text
+    out
 }
 
 impl Exporter for Flamegraph {
@@ -140,28 +303,18 @@ impl Exporter for Flamegraph {
         // No timelines: a flamegraph needs counts only, and runs grow with samples.
         let index = ProfileIndex::build(file, input.filter, IndexOptions { timelines: false })?;
         let per_thread = input.options.per_thread;
-        let lines = folded_lines(file, &index, per_thread);
+        let tree = build_tree(file, &index, per_thread);
+        let (samples, threads) = (index.total_samples, index.threads.len());
+        drop(index);
 
-        let mut opt = Options::default();
-        opt.title = input.title();
-        let threads = index.threads.len();
-        opt.subtitle = Some(format!(
-            "{} samples, {threads} thread{}{}",
-            index.total_samples,
-            if threads == 1 { "" } else { "s" },
-            if per_thread {
-                ", one root frame per thread"
-            } else {
-                ""
-            }
-        ));
-        opt.colors = color::Palette::Multi(color::MultiPalette::Python);
-        opt.hash = true;
-        // Labels start with the function name: cut the path end, not the name.
-        opt.text_truncate_direction = TextTruncateDirection::Right;
-        opt.count_name = "samples".into();
-        opt.name_type = "Function:".into();
+        let mut opt = inferno_options(input.title(), samples, threads, per_thread);
 
+        // inferno's own cut-off: frames narrower than `min_width` percent of the total
+        // are not drawn (computed with inferno's expression, so the same float).
+        let total = tree.nodes[0].total;
+        let min_samples = opt.min_width / (100.0 / total as f64);
+        let lines = folded_lines(file, &tree, min_samples);
+        drop(tree);
         if lines.is_empty() {
             // inferno draws an error SVG and fails on empty input: say why instead.
             return Err(ExportError::Unsupported(format!(
@@ -173,9 +326,101 @@ impl Exporter for Flamegraph {
     }
 }
 
+/// inferno's settings: title, subtitle, Python palette with name-hashed (deterministic)
+/// colours, and labels cut on the right so the function name shows.
+fn inferno_options(
+    title: String,
+    samples: u64,
+    threads: usize,
+    per_thread: bool,
+) -> Options<'static> {
+    let mut opt = Options::default();
+    opt.title = title;
+    opt.subtitle = Some(format!(
+        "{samples} samples, {threads} thread{}{}",
+        if threads == 1 { "" } else { "s" },
+        if per_thread {
+            ", one root frame per thread"
+        } else {
+            ""
+        }
+    ));
+    opt.colors = color::Palette::Multi(color::MultiPalette::Python);
+    opt.hash = true;
+    opt.text_truncate_direction = TextTruncateDirection::Right;
+    opt.count_name = "samples".into();
+    opt.name_type = "Function:".into();
+    opt
+}
+
 fn io_err(source: std::io::Error) -> ExportError {
     ExportError::Io {
         path: "output".into(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::{export_to, ExportOptions};
+    use crate::tach::SampleFilter;
+
+    /// Every unique stack as a full folded line, the way inferno is usually fed.
+    fn naive_lines(file: &TachFile, index: &ProfileIndex, per_thread: bool) -> String {
+        let mut out = String::new();
+        for t in &index.threads {
+            for &(stack, count) in &t.stacks {
+                let mut parts: Vec<String> = Vec::new();
+                if per_thread {
+                    parts.push(if t.interpreter_id == 0 {
+                        format!("[thread {}]", t.thread_id)
+                    } else {
+                        format!("[thread {}, interpreter {}]", t.thread_id, t.interpreter_id)
+                    });
+                }
+                let before = parts.len();
+                for &f in index.stacks.get(stack).iter().rev() {
+                    if !is_internal(file, f) {
+                        parts.push(frame_label(file, f));
+                    }
+                }
+                if parts.len() > before {
+                    out.push_str(&format!("{} {count}\n", parts.join(";")));
+                }
+            }
+        }
+        out
+    }
+
+    /// Pruning the tree before inferno changes nothing in the picture: the SVG equals
+    /// the one inferno draws from every full stack.
+    #[test]
+    fn pruned_input_draws_the_same_svg_as_full_stacks() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
+        for name in ["stdlib_tests_large.bin", "synthetic_many_threads_none.bin"] {
+            let file = TachFile::open(dir.join(name)).unwrap();
+            let filter = SampleFilter::default();
+            for per_thread in [false, true] {
+                let options = ExportOptions {
+                    per_thread,
+                    title: None,
+                };
+                let mut ours = Vec::new();
+                export_to(&Flamegraph, &file, &filter, &options, &mut ours).unwrap();
+
+                let index = ProfileIndex::build(&file, &filter, IndexOptions::default()).unwrap();
+                let lines = naive_lines(&file, &index, per_thread);
+                let mut opt = inferno_options(
+                    name.to_string(),
+                    index.total_samples,
+                    index.threads.len(),
+                    per_thread,
+                );
+                let mut full = Vec::new();
+                flamegraph::from_lines(&mut opt, lines.lines(), &mut full).unwrap();
+                assert!(ours == full, "{name} per_thread={per_thread}");
+            }
+        }
     }
 }
