@@ -238,7 +238,7 @@ fn flamegraph_counts_match_cpythons_collapsed() {
                 assert_eq!(count_of(t), total, "{name} per-thread root");
             }
         }
-        // inferno leaves out frames narrower than 0.1 px; every drawn thread root holds
+        // inferno leaves out frames narrower than 0.01 % of the total; every drawn thread root holds
         // exactly CPython's count for that thread id.
         assert!(!drawn.is_empty());
         for (tid, n) in &drawn {

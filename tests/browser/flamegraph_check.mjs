@@ -90,7 +90,7 @@ try {
       else if (BigInt(m[2]) > want) fail(`${name}: thread ${m[1]} has ${m[2]} samples, CPython ${want}`);
       if (Math.abs(Number(m[3]) - Number(pct)) > 0.011) fail(`${name}: thread ${m[1]} shows ${m[3]}%, expected ${pct}%`);
     }
-    // inferno drops frames narrower than 0.1 px, so tiny threads may be missing; the
+    // inferno drops frames narrower than 0.01 % of the total, so tiny threads may be missing; the
     // biggest one cannot be.
     const biggest = [...perTid.entries()].sort((a, b) => (a[1] < b[1] ? 1 : -1))[0];
     if (biggest && !info.tooltips.some((t) => t.startsWith(`[thread ${biggest[0]}] (${fmt(biggest[1])} samples`) ||
