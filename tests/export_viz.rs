@@ -238,8 +238,8 @@ fn flamegraph_counts_match_cpythons_collapsed() {
                 assert_eq!(count_of(t), total, "{name} per-thread root");
             }
         }
-        // inferno leaves out frames narrower than 0.01 % of the total; every drawn thread root holds
-        // exactly CPython's count for that thread id.
+        // inferno leaves out frames narrower than 0.01 % of the total; every drawn thread
+        // root holds exactly CPython's count for that thread id.
         assert!(!drawn.is_empty());
         for (tid, n) in &drawn {
             assert_eq!(per.get(tid), Some(n), "{name} thread {tid}");

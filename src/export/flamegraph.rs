@@ -2,18 +2,19 @@
 //! to search, a tooltip per frame with its sample count and percentage).
 //!
 //! Frames read `funcname (file:line)` (`funcname (file)` with no location, the bare name
-//! for CPython's synthetic `~` frames, `<unnamed>` if that name is empty). The title is the input's file name (or
-//! `--title`), the subtitle the sample and thread counts.
+//! for CPython's synthetic `~` frames, `<unnamed>` if that name is empty). The title is
+//! the input's file name (or `--title`), the subtitle the sample and thread counts.
 //!
 //! Merged (default): all threads in one graph. `--per-thread`: one graph per thread in
 //! the same SVG, as one root frame per thread (`[thread <id>]`, or
-//! `[thread <id>, interpreter <n>]` outside the main interpreter) under `all`, so a thread's share of the whole profile
-//! is its root frame's width and clicking it zooms to that thread alone.
+//! `[thread <id>, interpreter <n>]` outside the main interpreter) under `all`, so a
+//! thread's share of the whole profile is its root frame's width and clicking it zooms
+//! to that thread alone.
 //!
 //! Input is the aggregated index (unique stacks with per-thread counts, built without
 //! timelines) folded into a call tree, and inferno gets only the frames it can draw, so
-//! memory grows with unique stacks, not with samples. Colors come from a
-//! hash of the frame name and lines are sorted, so output is deterministic.
+//! memory grows with unique stacks, not with samples. Colours come from a hash of the
+//! frame name and inferno sorts its input, so output is deterministic.
 
 use std::collections::HashMap;
 use std::io::Write;
