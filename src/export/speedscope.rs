@@ -2,9 +2,9 @@
 //!
 //! Layout: `shared.frames` is the TACH frame table in file order, each with `name`,
 //! `file` (the full path), and `line`/`col` when known (`col` 1-based); TACH frames that
-//! would render identically share one entry. There
-//! is one `sampled` profile per (thread, interpreter), in the order the threads first
-//! appear among the kept samples, with stacks root first and `unit: "microseconds"`.
+//! would render identically share one entry. There is one `sampled` profile per
+//! (thread, interpreter), in the order the threads first appear among the kept samples,
+//! with stacks root first and `unit: "microseconds"`.
 //!
 //! Weights are time, not counts: a kept sample weighs the gap to the next sample of the
 //! same thread in the file, whether or not that next sample is kept (so a `--status`
@@ -64,6 +64,8 @@ struct Slot {
 struct Tracks {
     stacks: StackTable,
     tracks: Vec<Track>,
+    /// The first timestamp of the whole profile (before filtering).
+    origin_us: u64,
 }
 
 fn collect(input: &ExportInput<'_>) -> Result<Tracks> {
@@ -78,8 +80,10 @@ fn collect(input: &ExportInput<'_>) -> Result<Tracks> {
     let mut stacks = StackTable::default();
     let mut tracks: Vec<Track> = Vec::new();
     let mut slots: Vec<Slot> = Vec::new();
+    let mut first: Option<u64> = None;
     let mut stream = file.samples();
     while let Some(s) = stream.next_sample()? {
+        first = Some(first.map_or(s.timestamp_us, |m| m.min(s.timestamp_us)));
         let i = s.thread as usize;
         if i >= slots.len() {
             slots.resize(i + 1, Slot::default());
@@ -113,7 +117,11 @@ fn collect(input: &ExportInput<'_>) -> Result<Tracks> {
             tracks[t].push(stack, interval);
         }
     }
-    Ok(Tracks { stacks, tracks })
+    Ok(Tracks {
+        stacks,
+        tracks,
+        origin_us: first.unwrap_or(0),
+    })
 }
 
 fn json_str(out: &mut dyn Write, s: &str) -> Result<()> {
@@ -172,8 +180,11 @@ impl Exporter for Speedscope {
     }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
         let file = input.file;
-        let Tracks { stacks, tracks } = collect(input)?;
-        let origin = input.origin_us()?.unwrap_or(0);
+        let Tracks {
+            stacks,
+            tracks,
+            origin_us: origin,
+        } = collect(input)?;
         let err = write_error("output");
         out.write_all(b"{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"")
             .map_err(&err)?;
