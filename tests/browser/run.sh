@@ -6,8 +6,8 @@
 #
 # Needs node (>= 18), Debian's chromium (/usr/bin/chromium, or TACH_CHROMIUM) and this
 # directory's npm packages (playwright-core, speedscope; no browser download). With
-# TACH_BROWSER_TESTS=1 missing pieces are installed (apt-get install chromium nodejs npm,
-# npm ci here) and a missing piece is an error; without it a missing piece skips LOUDLY
+# TACH_BROWSER_TESTS=1 missing pieces are installed (apt-get install of whichever of
+# chromium, nodejs, npm is missing; npm ci here) and a missing piece is an error; without it a missing piece skips LOUDLY
 # (exit 0 with "SKIPPED: ..." on stderr).
 #
 # Exit status: 0 pass or skip, 1 a check failed, 2 usage or setup error.
@@ -34,9 +34,15 @@ skip() {
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 if [ "$strict" = 1 ]; then
-  if ! command -v node >/dev/null || ! command -v npm >/dev/null || [ ! -x "$chromium" ]; then
+  # Only what is missing: a NodeSource nodejs ships npm and conflicts with Debian's npm.
+  pkgs=()
+  [ -x "$chromium" ] || pkgs+=(chromium)
+  command -v node >/dev/null || pkgs+=(nodejs)
+  command -v npm >/dev/null || pkgs+=(npm)
+  if [ ${#pkgs[@]} -gt 0 ]; then
     as_root apt-get update -q
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium nodejs npm
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}"
+    [ -x "$chromium" ] || chromium=/usr/bin/chromium
   fi
   if [ ! -d "$here/node_modules/speedscope" ] || [ ! -d "$here/node_modules/playwright-core" ]; then
     (cd "$here" && npm ci --no-audit --no-fund)
