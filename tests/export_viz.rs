@@ -247,6 +247,63 @@ fn flamegraph_counts_match_cpythons_collapsed() {
     }
 }
 
+/// With filters, the flamegraph (its own pass over the samples) counts what the collapsed
+/// export (the shared index, byte-identical to CPython without filters) counts.
+#[test]
+fn flamegraph_filters_agree_with_collapsed() {
+    let mut on_cpu = SampleFilter::default();
+    on_cpu.add_status("on-cpu").unwrap();
+    let mut gil_wait = SampleFilter::default();
+    gil_wait.add_status("gil-requested").unwrap();
+    gil_wait.add_status("no-has-gil").unwrap();
+    let mut window = SampleFilter::default();
+    window.start_s = Some(1.0);
+    window.end_s = Some(2.5);
+    for name in ["threads_mixed.bin", "synthetic_many_threads_none.bin"] {
+        let (first_tid, _) = collapsed_counts(name.trim_end_matches(".bin"))
+            .1
+            .into_iter()
+            .next()
+            .unwrap();
+        let mut one_thread = SampleFilter::default();
+        one_thread.threads = Some([first_tid].into_iter().collect());
+        for (what, filter) in [
+            ("on-cpu", &on_cpu),
+            ("gil wait", &gil_wait),
+            ("1.0-2.5 s", &window),
+            ("one thread", &one_thread),
+        ] {
+            let collapsed =
+                String::from_utf8(export("collapsed", name, filter, &ExportOptions::default()))
+                    .unwrap();
+            let want: u64 = collapsed
+                .lines()
+                .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+                .sum();
+            let file = TachFile::open(golden(name)).unwrap();
+            let mut out = Vec::new();
+            let result = export_to(
+                find("flamegraph").unwrap(),
+                &file,
+                filter,
+                &ExportOptions::default(),
+                &mut out,
+            );
+            if want == 0 {
+                assert!(result.is_err(), "{name} {what}: nothing to draw");
+                continue;
+            }
+            result.unwrap();
+            let svg = String::from_utf8(out).unwrap();
+            let root = svg_titles(&svg)
+                .into_iter()
+                .find(|t| t.starts_with("all ("))
+                .unwrap();
+            assert_eq!(count_of(root), want, "{name} {what}");
+        }
+    }
+}
+
 #[test]
 fn flamegraph_of_an_empty_profile_is_an_error_naming_the_file() {
     let file = TachFile::open(golden("synthetic_empty.bin")).unwrap();

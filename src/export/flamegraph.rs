@@ -23,7 +23,6 @@ use inferno::flamegraph::{self, color, Options, TextTruncateDirection};
 
 use super::render::{is_internal, lineno};
 use super::{ExportError, ExportInput, Exporter, Result};
-use crate::tach::index::{IndexOptions, ProfileIndex};
 use crate::tach::TachFile;
 
 pub struct Flamegraph;
@@ -89,6 +88,8 @@ struct Tree {
 #[derive(Clone, Copy)]
 struct Node {
     label: u32,
+    parent: u32,
+    /// Samples ending here while building; samples of the whole subtree after `finish`.
     total: u64,
     first_child: u32,
     next_sibling: u32,
@@ -128,6 +129,7 @@ impl Tree {
             labels: Vec::new(),
             nodes: vec![Node {
                 label: NONE,
+                parent: NONE,
                 total: 0,
                 first_child: NONE,
                 next_sibling: NONE,
@@ -146,6 +148,7 @@ impl Tree {
         p.first_child = id;
         self.nodes.push(Node {
             label,
+            parent,
             total: 0,
             first_child: NONE,
             next_sibling,
@@ -154,83 +157,120 @@ impl Tree {
         id
     }
 
-    /// Adds `count` samples along `path` (label ids, root first).
-    fn add(&mut self, path: &[u32], count: u64) {
-        let mut node = 0;
-        self.nodes[0].total += count;
-        for &label in path {
-            node = self.child(node, label);
-            self.nodes[node as usize].total += count;
+    /// Turns per-node sample counts into subtree totals. A child is always created
+    /// after its parent, so one backward sweep suffices.
+    fn finish(&mut self) {
+        for id in (1..self.nodes.len()).rev() {
+            let n = self.nodes[id];
+            self.nodes[n.parent as usize].total += n.total;
         }
     }
 }
 
-/// Builds the call tree of the kept samples: per thread under a `[thread …]` node, or
-/// merged. Stacks with no Python frame are left out, as CPython's collapsed output does.
-fn build_tree(file: &TachFile, index: &ProfileIndex, per_thread: bool) -> Tree {
+/// Per decoder thread slot while building the tree.
+#[derive(Clone, Copy)]
+struct SlotState {
+    /// The node stacks hang from: the thread's root frame, or the tree root (merged).
+    base: Option<u32>,
+    /// The node of the slot's current stack; None after the stack changed.
+    leaf: Option<u32>,
+}
+
+/// Builds the call tree of the kept samples in one pass over the sample stream: per
+/// thread under a `[thread …]` node, or merged. A sample whose stack did not change
+/// costs one counter increment; a changed stack one tree walk. Stacks with no Python
+/// frame are left out, as CPython's collapsed output does. Returns the tree, the kept
+/// samples and the threads that have any.
+fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, usize)> {
+    let file = input.file;
+    let origin = if input.filter.needs_origin() {
+        input.origin_us()?.unwrap_or(0)
+    } else {
+        0
+    };
+    let bound = input.filter.bind(origin);
     let mut tree = Tree::new();
     // A label depends on (funcname, filename, line or none) only: one node per key, not
     // per frame (frames differ by columns and opcodes too).
     let mut by_key: FxMap<(u32, u32, i32), u32> = FxMap::default();
     let mut frame_label_id: Vec<u32> = vec![NONE; file.frames().len()];
-    // (thread root label, stack, samples): per thread, or each stack once with the sum
-    // over threads.
-    let mut items: Vec<(Option<u32>, u32, u64)> = Vec::new();
-    if per_thread {
-        for t in &index.threads {
-            let text = if t.interpreter_id == 0 {
-                format!("[thread {}]", t.thread_id)
-            } else {
-                format!("[thread {}, interpreter {}]", t.thread_id, t.interpreter_id)
-            };
-            tree.labels.push(Label::Thread(text));
-            let label = tree.labels.len() as u32 - 1;
-            items.extend(t.stacks.iter().map(|&(s, n)| (Some(label), s, n)));
+    let mut slots: Vec<SlotState> = Vec::new();
+    let (mut samples, mut threads) = (0u64, 0usize);
+    let mut stream = file.samples();
+    while let Some(s) = stream.next_sample()? {
+        let i = s.thread as usize;
+        if i >= slots.len() {
+            slots.resize(
+                i + 1,
+                SlotState {
+                    base: None,
+                    leaf: None,
+                },
+            );
         }
-    } else {
-        let mut merged: FxMap<u32, u64> = FxMap::default();
-        for t in &index.threads {
-            for &(s, n) in &t.stacks {
-                *merged.entry(s).or_insert(0) += n;
-            }
+        if s.stack_changed {
+            slots[i].leaf = None;
         }
-        items.extend(merged.into_iter().map(|(s, n)| (None, s, n)));
-        items.sort_unstable();
-    }
-    let mut path: Vec<u32> = Vec::new();
-    for (thread_label, stack_id, count) in items {
-        {
-            path.clear();
-            path.extend(thread_label);
-            for &f in index.stacks.get(stack_id).iter().rev() {
-                let Some(slot) = frame_label_id.get_mut(f as usize) else {
-                    continue; // the reader validates frame indices; never index past them
+        if !bound.keep(&s) {
+            continue;
+        }
+        samples += 1;
+        let base = match slots[i].base {
+            Some(b) => b,
+            None => {
+                threads += 1;
+                let b = if per_thread {
+                    let text = if s.interpreter_id == 0 {
+                        format!("[thread {}]", s.thread_id)
+                    } else {
+                        format!("[thread {}, interpreter {}]", s.thread_id, s.interpreter_id)
+                    };
+                    tree.labels.push(Label::Thread(text));
+                    let label = tree.labels.len() as u32 - 1;
+                    tree.child(0, label)
+                } else {
+                    0
                 };
-                if *slot == NONE && is_internal(file, f) {
-                    *slot = SKIP;
-                }
-                if *slot == SKIP {
-                    continue;
-                }
-                if *slot == NONE {
-                    let e = &file.frames()[f as usize];
-                    // lineno -1 is "no location" (it cannot be a real line).
-                    let key = (e.funcname, e.filename, e.lineno);
-                    let labels = &mut tree.labels;
-                    *slot = *by_key.entry(key).or_insert_with(|| {
-                        labels.push(Label::Frame(f));
-                        labels.len() as u32 - 1
-                    });
-                }
-                let id = *slot;
-                path.push(id);
+                slots[i].base = Some(b);
+                b
             }
-            if path.len() > usize::from(thread_label.is_some()) {
-                tree.add(&path, count);
+        };
+        let leaf = match slots[i].leaf {
+            Some(l) => l,
+            None => {
+                let mut node = base;
+                for &f in s.stack.iter().rev() {
+                    let Some(slot) = frame_label_id.get_mut(f as usize) else {
+                        continue; // the reader validates frame indices; never index past them
+                    };
+                    if *slot == NONE && is_internal(file, f) {
+                        *slot = SKIP;
+                    }
+                    if *slot == SKIP {
+                        continue;
+                    }
+                    if *slot == NONE {
+                        let e = &file.frames()[f as usize];
+                        // lineno -1 is "no location" (it cannot be a real line).
+                        let key = (e.funcname, e.filename, e.lineno);
+                        let labels = &mut tree.labels;
+                        *slot = *by_key.entry(key).or_insert_with(|| {
+                            labels.push(Label::Frame(f));
+                            labels.len() as u32 - 1
+                        });
+                    }
+                    node = tree.child(node, *slot);
+                }
+                slots[i].leaf = Some(node);
+                node
             }
+        };
+        if leaf != base {
+            tree.nodes[leaf as usize].total += 1;
         }
     }
-    tree
+    tree.finish();
+    Ok((tree, samples, threads))
 }
 
 /// The folded stacks (`frame;frame;... count`, root first) inferno draws (it sorts them).
@@ -301,12 +341,8 @@ impl Exporter for Flamegraph {
     }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
         let file = input.file;
-        // No timelines: a flamegraph needs counts only, and runs grow with samples.
-        let index = ProfileIndex::build(file, input.filter, IndexOptions { timelines: false })?;
         let per_thread = input.options.per_thread;
-        let tree = build_tree(file, &index, per_thread);
-        let (samples, threads) = (index.total_samples, index.threads.len());
-        drop(index);
+        let (tree, samples, threads) = build_tree(input, per_thread)?;
 
         let mut opt = inferno_options(input.title(), samples, threads, per_thread);
 
@@ -365,6 +401,7 @@ fn io_err(source: std::io::Error) -> ExportError {
 mod tests {
     use super::*;
     use crate::export::{export_to, ExportOptions};
+    use crate::tach::index::{IndexOptions, ProfileIndex};
     use crate::tach::SampleFilter;
 
     /// Every unique stack as a full folded line, the way inferno is usually fed.
