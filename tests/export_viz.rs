@@ -256,17 +256,21 @@ fn flamegraph_filters_agree_with_collapsed() {
     let mut gil_wait = SampleFilter::default();
     gil_wait.add_status("gil-requested").unwrap();
     gil_wait.add_status("no-has-gil").unwrap();
-    let mut window = SampleFilter::default();
-    window.start_s = Some(1.0);
-    window.end_s = Some(2.5);
+    let window = SampleFilter {
+        start_s: Some(1.0),
+        end_s: Some(2.5),
+        ..Default::default()
+    };
     for name in ["threads_mixed.bin", "synthetic_many_threads_none.bin"] {
         let (first_tid, _) = collapsed_counts(name.trim_end_matches(".bin"))
             .1
             .into_iter()
             .next()
             .unwrap();
-        let mut one_thread = SampleFilter::default();
-        one_thread.threads = Some([first_tid].into_iter().collect());
+        let one_thread = SampleFilter {
+            threads: Some([first_tid].into_iter().collect()),
+            ..Default::default()
+        };
         for (what, filter) in [
             ("on-cpu", &on_cpu),
             ("gil wait", &gil_wait),
