@@ -11,9 +11,11 @@
 //! thread's share of the whole profile is its root frame's width and clicking it zooms
 //! to that thread alone.
 //!
-//! Input is the aggregated index (unique stacks with per-thread counts, built without
-//! timelines) folded into a call tree, and inferno gets only the frames it can draw, so
-//! memory grows with unique stacks, not with samples. Colours come from a hash of the
+//! One pass over the filtered sample stream builds a call tree (a node per distinct
+//! label path; a sample whose stack did not change is one counter increment), and
+//! inferno gets only the frames it can draw, so memory grows with unique stacks, not
+//! with samples. (The shared `ProfileIndex` would intern every stack as a whole first;
+//! going straight to the tree skips that work.) Colours come from a hash of the
 //! frame name and inferno sorts its input, so output is deterministic.
 
 use std::collections::HashMap;
