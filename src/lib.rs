@@ -1,2 +1,2 @@
-pub mod export;
 pub mod tach;
+pub mod export;

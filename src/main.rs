@@ -179,7 +179,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     CompressionArg::Zstd => Compression::Zstd,
                 });
             }
-            let summary = rewrite::rewrite(&file, builder, &output).map_err(|e| e.to_string())?;
+            let summary =
+                rewrite::rewrite(&file, builder, &output).map_err(|e| e.to_string())?;
             eprintln!(
                 "wrote {} ({} samples, {} threads, {} bytes)",
                 output.display(),
@@ -264,10 +265,7 @@ fn render_info(i: &FileInfo) -> String {
     row("start time", format!("{} us (monotonic)", i.start_time_us));
     row("samples", format!("{} (thread-samples)", i.sample_count));
     row("threads", i.thread_count.to_string());
-    row(
-        "strings / frames",
-        format!("{} / {}", i.string_count, i.frame_count),
-    );
+    row("strings / frames", format!("{} / {}", i.string_count, i.frame_count));
     row(
         "duration",
         format!("{:.3} s (first to last sample)", i.duration_s),

@@ -96,9 +96,7 @@ pub enum FormatError {
     StringIndex { frame: u32, index: u32, count: u32 },
     #[error("invalid RLE count {count}: at most {max} samples fit in the remaining data")]
     RleCount { count: u32, max: u64 },
-    #[error(
-        "sample count mismatch: header declares {declared} samples but the data holds {decoded}"
-    )]
+    #[error("sample count mismatch: header declares {declared} samples but the data holds {decoded}")]
     SampleCountMismatch { declared: u64, decoded: u64 },
     #[error("invalid stats block: {0}")]
     Stats(String),

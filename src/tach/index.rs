@@ -24,8 +24,7 @@ impl StackTable {
             return id;
         }
         let id = self.spans.len() as u32;
-        self.spans
-            .push((self.frames.len() as u32, stack.len() as u32));
+        self.spans.push((self.frames.len() as u32, stack.len() as u32));
         self.frames.extend_from_slice(stack);
         self.lookup.insert(stack.into(), id);
         id

@@ -15,13 +15,13 @@ pub mod varint;
 pub mod writer;
 
 pub use error::{FormatError, Located, Region, Result, TachError};
-pub use filter::SampleFilter;
 pub use header::{
     ByteOrder, CaptureFeatures, Compression, Config, Footer, Header, ProfilingMode, Stats,
     MAX_STACK_DEPTH,
 };
-pub use index::{IndexOptions, ProfileIndex};
 pub use reader::{Decompression, SampleStream, TachFile};
 pub use records::{OwnedSample, RecordKind, RecordMix, Sample};
 pub use tables::{FrameEntry, Location};
-pub use writer::{WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL};
+pub use writer::{Writer, WriterBuilder, WriteSummary, DEFAULT_ZSTD_LEVEL};
+pub use filter::SampleFilter;
+pub use index::{IndexOptions, ProfileIndex};

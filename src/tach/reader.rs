@@ -121,27 +121,14 @@ impl TachFile {
         let footer = Footer::parse(&data[footer_at..], header.byte_order);
 
         let table_err = |off: u64, table: &'static str, offset: u64, why: String| {
-            fail(Located::file(
-                off,
-                FormatError::TableOffset { table, offset, why },
-            ))
+            fail(Located::file(off, FormatError::TableOffset { table, offset, why }))
         };
         let (st, ft) = (header.string_table_offset, header.frame_table_offset);
         if st > size {
-            return Err(table_err(
-                40,
-                "string",
-                st,
-                format!("beyond the end of the {size}-byte file"),
-            ));
+            return Err(table_err(40, "string", st, format!("beyond the end of the {size}-byte file")));
         }
         if ft > size {
-            return Err(table_err(
-                48,
-                "frame",
-                ft,
-                format!("beyond the end of the {size}-byte file"),
-            ));
+            return Err(table_err(48, "frame", ft, format!("beyond the end of the {size}-byte file")));
         }
         if st < HEADER_SIZE as u64 {
             return Err(table_err(40, "string", st, "inside the header".into()));
@@ -152,10 +139,7 @@ impl TachFile {
         if st > ft {
             return Err(fail(Located::file(
                 40,
-                FormatError::TablesOutOfOrder {
-                    string: st,
-                    frame: ft,
-                },
+                FormatError::TablesOutOfOrder { string: st, frame: ft },
             )));
         }
         let string_ranges =
@@ -257,11 +241,7 @@ impl TachFile {
     pub fn samples_with(&self, how: Decompression) -> SampleStream<'_> {
         let region = self.sample_region();
         let (source, region_kind, init_error) = match self.header.compression {
-            Compression::None => (
-                AnySource::Slice(SliceSource::new(region)),
-                Region::File,
-                None,
-            ),
+            Compression::None => (AnySource::Slice(SliceSource::new(region)), Region::File, None),
             Compression::Zstd => {
                 let threaded = how == Decompression::Auto && region.len() >= THREADED_ZSTD_MIN;
                 if threaded {
@@ -276,11 +256,7 @@ impl TachFile {
                     )
                 } else {
                     match ZstdSource::new(region) {
-                        Ok(s) => (
-                            AnySource::Zstd(Box::new(s)),
-                            Region::DecompressedSamples,
-                            None,
-                        ),
+                        Ok(s) => (AnySource::Zstd(Box::new(s)), Region::DecompressedSamples, None),
                         Err(e) => (
                             AnySource::Slice(SliceSource::new(&[])),
                             Region::DecompressedSamples,

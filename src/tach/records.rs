@@ -295,12 +295,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         Ok(b)
     }
 
-    fn thread_slot(
-        &mut self,
-        thread_id: u64,
-        interpreter_id: u32,
-        at: usize,
-    ) -> Result<u32, Located> {
+    fn thread_slot(&mut self, thread_id: u64, interpreter_id: u32, at: usize) -> Result<u32, Located> {
         if let Some((t, i, slot)) = self.last_thread {
             if t == thread_id && i == interpreter_id {
                 return Ok(slot);
@@ -529,12 +524,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
 
     /// Replaces `stack[..keep_from]` (the innermost frames) with `count` frames read
     /// from the stream.
-    fn replace_top(
-        &mut self,
-        stack: &mut Vec<u32>,
-        keep_from: usize,
-        count: u32,
-    ) -> Result<(), Located> {
+    fn replace_top(&mut self, stack: &mut Vec<u32>, keep_from: usize, count: u32) -> Result<(), Located> {
         let mut fresh = std::mem::take(&mut self.scratch);
         fresh.clear();
         let read = self.read_frames(&mut fresh, count);

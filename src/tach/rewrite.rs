@@ -79,23 +79,13 @@ pub fn copy_samples<W: Write + Seek>(src: &TachFile, out: &mut Writer<W>) -> Res
             }
             last_thread = s.thread;
         }
-        out.write_sample(
-            s.thread_id,
-            s.interpreter_id,
-            s.timestamp_us,
-            s.status,
-            &mapped,
-        )?;
+        out.write_sample(s.thread_id, s.interpreter_id, s.timestamp_us, s.status, &mapped)?;
     }
     Ok(())
 }
 
 /// Re-encodes `src` with `builder`'s settings into `path`.
-pub fn rewrite(
-    src: &TachFile,
-    builder: WriterBuilder,
-    path: &std::path::Path,
-) -> Result<WriteSummary> {
+pub fn rewrite(src: &TachFile, builder: WriterBuilder, path: &std::path::Path) -> Result<WriteSummary> {
     let mut w = builder.create(path)?;
     copy_samples(src, &mut w)?;
     w.finish()

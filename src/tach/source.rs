@@ -105,10 +105,7 @@ impl ByteSource for ZstdSource<'_> {
         self.end -= self.start;
         self.start = 0;
         while self.end < self.buf.len() {
-            let n = self
-                .decoder
-                .read(&mut self.buf[self.end..])
-                .map_err(zstd_error)?;
+            let n = self.decoder.read(&mut self.buf[self.end..]).map_err(zstd_error)?;
             if n == 0 {
                 self.done = true;
                 return Ok(false);

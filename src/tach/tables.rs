@@ -101,8 +101,8 @@ pub fn parse_strings(
     let mut ranges = Vec::with_capacity(count as usize);
     let mut pos = offset;
     for index in 0..count {
-        let (len, n) =
-            varint::decode_u32(&data[pos..]).map_err(|e| varint_err("the string table", pos, e))?;
+        let (len, n) = varint::decode_u32(&data[pos..])
+            .map_err(|e| varint_err("the string table", pos, e))?;
         pos += n;
         let remaining = (data.len() - pos) as u64;
         if len as u64 > remaining {
@@ -138,8 +138,8 @@ pub fn parse_frames(data: &[u8], offset: usize, count: u32) -> Result<Vec<FrameE
     let mut pos = offset;
     macro_rules! field {
         ($decode:path, $what:literal) => {{
-            let (v, n) = $decode(&data[pos..])
-                .map_err(|e| varint_err(concat!("the frame table (", $what, ")"), pos, e))?;
+            let (v, n) =
+                $decode(&data[pos..]).map_err(|e| varint_err(concat!("the frame table (", $what, ")"), pos, e))?;
             pos += n;
             v
         }};

@@ -100,17 +100,7 @@ mod tests {
 
     #[test]
     fn round_trips_edges() {
-        for v in [
-            0u64,
-            1,
-            127,
-            128,
-            300,
-            16383,
-            16384,
-            u32::MAX as u64,
-            u64::MAX,
-        ] {
+        for v in [0u64, 1, 127, 128, 300, 16383, 16384, u32::MAX as u64, u64::MAX] {
             let mut buf = Vec::new();
             encode_u64(&mut buf, v);
             assert_eq!(buf.len(), encoded_len(v));

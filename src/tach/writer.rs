@@ -97,11 +97,7 @@ impl WriterBuilder {
     }
 
     /// Writes to any seekable sink; `name` is used in error messages.
-    pub fn to_writer<W: Write + Seek>(
-        self,
-        name: impl Into<PathBuf>,
-        mut out: W,
-    ) -> Result<Writer<W>> {
+    pub fn to_writer<W: Write + Seek>(self, name: impl Into<PathBuf>, mut out: W) -> Result<Writer<W>> {
         let name = name.into();
         if !(1..=22).contains(&self.level) && self.compression == Compression::Zstd {
             return Err(TachError::Usage(format!(
@@ -332,8 +328,7 @@ impl<W: Write + Seek> Writer<W> {
         let t = &self.threads[slot];
         // Fixed-width fields in native order, as CPython's writer memcpy's them.
         self.buffer.extend_from_slice(&t.thread_id.to_ne_bytes());
-        self.buffer
-            .extend_from_slice(&t.interpreter_id.to_ne_bytes());
+        self.buffer.extend_from_slice(&t.interpreter_id.to_ne_bytes());
         self.buffer.push(kind as u8);
     }
 
