@@ -9,12 +9,14 @@
 
 pub mod batch;
 pub mod collapsed;
+pub mod flamegraph;
 pub mod gecko;
 pub mod jsonl;
 pub mod marshal;
 pub mod pstats;
 pub mod pyjson;
 pub mod render;
+pub mod speedscope;
 
 use std::cell::OnceCell;
 use std::io::Write;
@@ -137,6 +139,8 @@ pub static REGISTRY: &[&dyn Exporter] = &[
     &pstats::Pstats,
     &jsonl::Jsonl,
     &gecko::Gecko,
+    &speedscope::Speedscope,
+    &flamegraph::Flamegraph,
 ];
 
 /// The exporter called `name`.

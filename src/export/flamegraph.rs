@@ -1,0 +1,466 @@
+//! An interactive flamegraph SVG, drawn by the `inferno` crate (click to zoom, Ctrl-F
+//! to search, a tooltip per frame with its sample count and percentage).
+//!
+//! Frames read `funcname (file:line)` (`funcname (file)` with no location, the bare name
+//! for CPython's synthetic `~` frames, `<unnamed>` if that name is empty). The title is
+//! the input's file name (or `--title`), the subtitle the sample and thread counts.
+//!
+//! Merged (default): all threads in one graph. `--per-thread`: one graph per thread in
+//! the same SVG, as one root frame per thread (`[thread <id>]`, or
+//! `[thread <id>, interpreter <n>]` outside the main interpreter) under `all`, so a
+//! thread's share of the whole profile is its root frame's width and clicking it zooms
+//! to that thread alone.
+//!
+//! One pass over the filtered sample stream builds a call tree (a node per distinct
+//! label path; a sample whose stack did not change is one counter increment), and
+//! inferno gets only the frames it can draw, so memory grows with unique stacks, not
+//! with samples. (The shared `ProfileIndex` would intern every stack as a whole first;
+//! going straight to the tree skips that work.) Colours come from a hash of the
+//! frame name and inferno sorts its input, so output is deterministic.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use inferno::flamegraph::{self, color, Options, TextTruncateDirection};
+
+use super::render::{is_internal, lineno};
+use super::{ExportError, ExportInput, Exporter, Result};
+use crate::tach::TachFile;
+
+pub struct Flamegraph;
+
+/// A frame's label in folded-stack form: `;` separates frames and a line break ends a
+/// stack there, so both are replaced in names.
+fn frame_label(file: &TachFile, frame: u32) -> String {
+    let func = file.funcname(frame);
+    let path = file.filename(frame);
+    let has_location = file.frames()[frame as usize].location().is_some();
+    let text = if func.is_empty() && path == "~" && !has_location {
+        // An empty label would be an invisible frame, and a stack of only that frame a
+        // line inferno cannot parse.
+        "<unnamed>".to_string()
+    } else if path == "~" && !has_location {
+        func.to_string()
+    } else if has_location {
+        format!("{func} ({path}:{})", lineno(file, frame))
+    } else {
+        format!("{func} ({path})")
+    };
+    sanitize(&text)
+}
+
+fn sanitize(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| match c {
+            ';' => ':',
+            '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect();
+    // inferno reads `stack A B` (two trailing numbers) as a differential flamegraph, so
+    // a leaf named like `worker 12` must not end in ` <number>`: its last space becomes
+    // a no-break space, which looks the same.
+    if let Some(i) = out.rfind(' ') {
+        let tail = &out[i + 1..];
+        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            out.replace_range(i..i + 1, "\u{a0}");
+        }
+    }
+    out
+}
+
+/// What a tree node shows: a thread root, or the frames with one (funcname, filename,
+/// line) key, drawn through a representative frame. Text is rendered only for the nodes
+/// inferno gets, as most nodes of a big profile are too narrow to draw.
+enum Label {
+    Thread(String),
+    Frame(u32),
+}
+
+/// The call tree: a node per distinct label path, root first. TACH frames with the same
+/// label key are one node.
+struct Tree {
+    labels: Vec<Label>,
+    /// Per node: label id (u32::MAX for the root), total samples, first child, next sibling.
+    nodes: Vec<Node>,
+    children: FxMap<(u32, u32), u32>,
+}
+
+#[derive(Clone, Copy)]
+struct Node {
+    label: u32,
+    parent: u32,
+    /// Samples ending here while building; samples of the whole subtree after `finish`.
+    total: u64,
+    first_child: u32,
+    next_sibling: u32,
+}
+
+const NONE: u32 = u32::MAX;
+/// `frame_label_id` mark for the profiler's own frames, which are left out.
+const SKIP: u32 = u32::MAX - 1;
+
+/// FxHash (rustc's hasher) for the small integer keys of the tree: deep stacks mean
+/// millions of lookups, and SipHash made them most of the export's time.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+
+impl Tree {
+    fn new() -> Self {
+        Tree {
+            labels: Vec::new(),
+            nodes: vec![Node {
+                label: NONE,
+                parent: NONE,
+                total: 0,
+                first_child: NONE,
+                next_sibling: NONE,
+            }],
+            children: FxMap::default(),
+        }
+    }
+
+    fn child(&mut self, parent: u32, label: u32) -> u32 {
+        if let Some(&c) = self.children.get(&(parent, label)) {
+            return c;
+        }
+        let id = self.nodes.len() as u32;
+        let p = &mut self.nodes[parent as usize];
+        let next_sibling = p.first_child;
+        p.first_child = id;
+        self.nodes.push(Node {
+            label,
+            parent,
+            total: 0,
+            first_child: NONE,
+            next_sibling,
+        });
+        self.children.insert((parent, label), id);
+        id
+    }
+
+    /// Turns per-node sample counts into subtree totals. A child is always created
+    /// after its parent, so one backward sweep suffices.
+    fn finish(&mut self) {
+        for id in (1..self.nodes.len()).rev() {
+            let n = self.nodes[id];
+            self.nodes[n.parent as usize].total += n.total;
+        }
+    }
+}
+
+/// Per decoder thread slot while building the tree.
+#[derive(Clone, Copy)]
+struct SlotState {
+    /// The node stacks hang from: the thread's root frame, or the tree root (merged).
+    base: Option<u32>,
+    /// The node of the slot's current stack; None after the stack changed.
+    leaf: Option<u32>,
+}
+
+/// Builds the call tree of the kept samples in one pass over the sample stream: per
+/// thread under a `[thread …]` node, or merged. A sample whose stack did not change
+/// costs one counter increment; a changed stack one tree walk. Stacks with no Python
+/// frame are left out, as CPython's collapsed output does. Returns the tree, the kept
+/// samples and the threads that have any.
+fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, usize)> {
+    let file = input.file;
+    let origin = if input.filter.needs_origin() {
+        input.origin_us()?.unwrap_or(0)
+    } else {
+        0
+    };
+    let bound = input.filter.bind(origin);
+    let mut tree = Tree::new();
+    // A label depends on (funcname, filename, line or none) only: one node per key, not
+    // per frame (frames differ by columns and opcodes too).
+    let mut by_key: FxMap<(u32, u32, i32), u32> = FxMap::default();
+    let mut frame_label_id: Vec<u32> = vec![NONE; file.frames().len()];
+    let mut slots: Vec<SlotState> = Vec::new();
+    let (mut samples, mut threads) = (0u64, 0usize);
+    let mut stream = file.samples();
+    while let Some(s) = stream.next_sample()? {
+        let i = s.thread as usize;
+        if i >= slots.len() {
+            slots.resize(
+                i + 1,
+                SlotState {
+                    base: None,
+                    leaf: None,
+                },
+            );
+        }
+        if s.stack_changed {
+            slots[i].leaf = None;
+        }
+        if !bound.keep(&s) {
+            continue;
+        }
+        samples += 1;
+        let base = match slots[i].base {
+            Some(b) => b,
+            None => {
+                threads += 1;
+                let b = if per_thread {
+                    let text = if s.interpreter_id == 0 {
+                        format!("[thread {}]", s.thread_id)
+                    } else {
+                        format!("[thread {}, interpreter {}]", s.thread_id, s.interpreter_id)
+                    };
+                    tree.labels.push(Label::Thread(text));
+                    let label = tree.labels.len() as u32 - 1;
+                    tree.child(0, label)
+                } else {
+                    0
+                };
+                slots[i].base = Some(b);
+                b
+            }
+        };
+        let leaf = match slots[i].leaf {
+            Some(l) => l,
+            None => {
+                let mut node = base;
+                for &f in s.stack.iter().rev() {
+                    let Some(slot) = frame_label_id.get_mut(f as usize) else {
+                        continue; // the reader validates frame indices; never index past them
+                    };
+                    if *slot == NONE && is_internal(file, f) {
+                        *slot = SKIP;
+                    }
+                    if *slot == SKIP {
+                        continue;
+                    }
+                    if *slot == NONE {
+                        let e = &file.frames()[f as usize];
+                        // lineno -1 is "no location" (it cannot be a real line).
+                        let key = (e.funcname, e.filename, e.lineno);
+                        let labels = &mut tree.labels;
+                        *slot = *by_key.entry(key).or_insert_with(|| {
+                            labels.push(Label::Frame(f));
+                            labels.len() as u32 - 1
+                        });
+                    }
+                    node = tree.child(node, *slot);
+                }
+                slots[i].leaf = Some(node);
+                node
+            }
+        };
+        if leaf != base {
+            tree.nodes[leaf as usize].total += 1;
+        }
+    }
+    tree.finish();
+    Ok((tree, samples, threads))
+}
+
+/// The folded stacks (`frame;frame;... count`, root first) inferno draws (it sorts them).
+/// A subtree narrower than `min_samples` is written as one line for its top frame:
+/// inferno omits such frames and everything above them anyway, and the top frame keeps
+/// its width, so the picture is the same (byte for byte on the golden files) while the
+/// text no longer grows with every unique stack.
+fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
+    let mut text: Vec<Option<String>> = Vec::new();
+    text.resize_with(tree.labels.len(), || None);
+    let mut out = String::new();
+    let mut prefix = String::new();
+    // (node, prefix length before it) on an explicit stack: stacks can be deep.
+    let mut todo: Vec<(u32, usize)> = Vec::new();
+    let root = &tree.nodes[0];
+    let push_children = |todo: &mut Vec<(u32, usize)>, first: u32, at: usize| {
+        let mut c = first;
+        while c != NONE {
+            todo.push((c, at));
+            c = tree.nodes[c as usize].next_sibling;
+        }
+    };
+    push_children(&mut todo, root.first_child, 0);
+    while let Some((id, at)) = todo.pop() {
+        let n = tree.nodes[id as usize];
+        prefix.truncate(at);
+        if at > 0 {
+            prefix.push(';');
+        }
+        let label =
+            text[n.label as usize].get_or_insert_with(|| match &tree.labels[n.label as usize] {
+                Label::Thread(t) => t.clone(),
+                Label::Frame(f) => frame_label(file, *f),
+            });
+        prefix.push_str(label);
+        let wide = (n.total as f64) >= min_samples;
+        let mut self_count = n.total;
+        if wide {
+            let mut c = n.first_child;
+            while c != NONE {
+                self_count -= tree.nodes[c as usize].total;
+                c = tree.nodes[c as usize].next_sibling;
+            }
+        }
+        if self_count > 0 {
+            out.push_str(&prefix);
+            out.push(' ');
+            out.push_str(&self_count.to_string());
+            out.push('\n');
+        }
+        if wide {
+            let len = prefix.len();
+            push_children(&mut todo, n.first_child, len);
+        }
+    }
+    out
+}
+
+impl Exporter for Flamegraph {
+    fn name(&self) -> &'static str {
+        "flamegraph"
+    }
+    fn description(&self) -> &'static str {
+        "interactive flamegraph SVG (inferno); --per-thread for one root frame per thread"
+    }
+    fn extension(&self) -> &'static str {
+        ".flamegraph.svg"
+    }
+    fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
+        let file = input.file;
+        let per_thread = input.options.per_thread;
+        let (tree, samples, threads) = build_tree(input, per_thread)?;
+
+        let mut opt = inferno_options(input.title(), samples, threads, per_thread);
+
+        // inferno's own cut-off: frames narrower than `min_width` percent of the total
+        // are not drawn (computed with inferno's expression, so the same float).
+        let total = tree.nodes[0].total;
+        let min_samples = opt.min_width / (100.0 / total as f64);
+        let lines = folded_lines(file, &tree, min_samples);
+        drop(tree);
+        if lines.is_empty() {
+            // inferno draws an error SVG and fails on empty input: say why instead.
+            return Err(ExportError::Unsupported(format!(
+                "{}: no samples with Python frames to draw (after filters)",
+                file.path().display()
+            )));
+        }
+        flamegraph::from_lines(&mut opt, lines.lines(), out).map_err(io_err)
+    }
+}
+
+/// inferno's settings: title, subtitle, Python palette with name-hashed (deterministic)
+/// colours, and labels cut on the right so the function name shows.
+fn inferno_options(
+    title: String,
+    samples: u64,
+    threads: usize,
+    per_thread: bool,
+) -> Options<'static> {
+    let mut opt = Options::default();
+    opt.title = title;
+    opt.subtitle = Some(format!(
+        "{samples} samples, {threads} thread{}{}",
+        if threads == 1 { "" } else { "s" },
+        if per_thread {
+            ", one root frame per thread"
+        } else {
+            ""
+        }
+    ));
+    opt.colors = color::Palette::Multi(color::MultiPalette::Python);
+    opt.hash = true;
+    opt.text_truncate_direction = TextTruncateDirection::Right;
+    opt.count_name = "samples".into();
+    opt.name_type = "Function:".into();
+    opt
+}
+
+fn io_err(source: std::io::Error) -> ExportError {
+    ExportError::Io {
+        path: "output".into(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::{export_to, ExportOptions};
+    use crate::tach::index::{IndexOptions, ProfileIndex};
+    use crate::tach::SampleFilter;
+
+    /// Every unique stack as a full folded line, the way inferno is usually fed.
+    fn naive_lines(file: &TachFile, index: &ProfileIndex, per_thread: bool) -> String {
+        let mut out = String::new();
+        for t in &index.threads {
+            for &(stack, count) in &t.stacks {
+                let mut parts: Vec<String> = Vec::new();
+                if per_thread {
+                    parts.push(if t.interpreter_id == 0 {
+                        format!("[thread {}]", t.thread_id)
+                    } else {
+                        format!("[thread {}, interpreter {}]", t.thread_id, t.interpreter_id)
+                    });
+                }
+                let before = parts.len();
+                for &f in index.stacks.get(stack).iter().rev() {
+                    if !is_internal(file, f) {
+                        parts.push(frame_label(file, f));
+                    }
+                }
+                if parts.len() > before {
+                    out.push_str(&format!("{} {count}\n", parts.join(";")));
+                }
+            }
+        }
+        out
+    }
+
+    /// Pruning the tree before inferno changes nothing in the picture: the SVG equals
+    /// the one inferno draws from every full stack.
+    #[test]
+    fn pruned_input_draws_the_same_svg_as_full_stacks() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
+        for name in ["stdlib_tests_large.bin", "synthetic_many_threads_none.bin"] {
+            let file = TachFile::open(dir.join(name)).unwrap();
+            let filter = SampleFilter::default();
+            for per_thread in [false, true] {
+                let options = ExportOptions {
+                    per_thread,
+                    title: None,
+                };
+                let mut ours = Vec::new();
+                export_to(&Flamegraph, &file, &filter, &options, &mut ours).unwrap();
+
+                let index = ProfileIndex::build(&file, &filter, IndexOptions::default()).unwrap();
+                let lines = naive_lines(&file, &index, per_thread);
+                let mut opt = inferno_options(
+                    name.to_string(),
+                    index.total_samples,
+                    index.threads.len(),
+                    per_thread,
+                );
+                let mut full = Vec::new();
+                flamegraph::from_lines(&mut opt, lines.lines(), &mut full).unwrap();
+                assert!(ours == full, "{name} per_thread={per_thread}");
+            }
+        }
+    }
+}
