@@ -1,1 +1,5 @@
+pub mod record;
 pub mod tach;
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,649 @@
+//! The sampling thread: every interval, read each thread's Python stack through the
+//! [`MemoryReader`] and the [`InterpreterLayout`], and stream it to a TACH [`Writer`].
+//!
+//! It is a plain native thread. It never takes the GIL, never runs Python code and never
+//! calls into the C API; everything it knows comes from fault-tolerant reads, validated
+//! before use. A sample that does not validate is dropped and counted.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::BufWriter;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::tach::{
+    CaptureFeatures, Compression, ProfilingMode, Stats, TachError, Writer, MAX_STACK_DEPTH,
+};
+
+use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
+use super::linetable;
+use super::memory::{MemoryReader, ReadError};
+use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
+
+/// Status byte bits, with CPython's meanings.
+pub const HAS_GIL: u8 = 1;
+pub const ON_CPU: u8 = 2;
+pub const UNKNOWN: u8 = 4;
+pub const GIL_REQUESTED: u8 = 8;
+pub const HAS_EXCEPTION: u8 = 16;
+pub const MAIN_THREAD: u8 = 32;
+
+/// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
+const MAX_WALK: usize = 4096;
+/// Thread states followed per interpreter before giving up.
+const MAX_THREADS: usize = 1 << 16;
+/// Interpreters followed before giving up.
+const MAX_INTERPRETERS: usize = 256;
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub path: PathBuf,
+    pub interval_us: u64,
+    pub mode: ProfilingMode,
+    pub all_threads: bool,
+    pub opcodes: bool,
+    pub compression: Compression,
+    /// Stop sampling (and finish the file) after this long.
+    pub duration: Option<Duration>,
+    /// Frames whose file name starts with one of these are left out (the recorder's
+    /// own harness).
+    pub hidden_prefixes: Vec<String>,
+}
+
+impl RecordOptions {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RecordOptions {
+            path: path.into(),
+            interval_us: 1000,
+            mode: ProfilingMode::Wall,
+            all_threads: false,
+            opcodes: false,
+            compression: Compression::Zstd,
+            duration: None,
+            hidden_prefixes: Vec::new(),
+        }
+    }
+
+    /// The capture features written in the header's config word.
+    pub fn features(&self) -> CaptureFeatures {
+        CaptureFeatures {
+            all_threads: self.all_threads,
+            opcodes: self.opcodes,
+            ..CaptureFeatures::default()
+        }
+    }
+}
+
+/// Everything the sampler needs to know about the interpreter it samples.
+pub struct Target {
+    pub mem: Box<dyn MemoryReader>,
+    pub layout: Box<dyn InterpreterLayout>,
+    /// Address of `_PyRuntime`.
+    pub runtime: u64,
+    pub types: Types,
+    /// The pid whose main thread gets MAIN_THREAD (its tid equals the pid on Linux).
+    pub pid: u64,
+    pub opcodes: Option<OpcodeTables>,
+}
+
+/// What a recording did, returned by [`Session::stop`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordStats {
+    pub path: PathBuf,
+    /// Sampling ticks (one per interval, each sampling every thread).
+    pub ticks: u64,
+    /// Ticks where at least one thread's sample was dropped, or the thread list was
+    /// unreadable.
+    pub error_ticks: u64,
+    /// Thread samples written.
+    pub samples: u64,
+    /// Thread samples dropped because what was read did not validate.
+    pub dropped: u64,
+    /// Thread samples left out by the mode (cpu, gil, exception).
+    pub filtered: u64,
+    pub duration_sec: f64,
+    pub sample_rate: f64,
+    pub error_rate: f64,
+    pub missed_samples: f64,
+    pub expected_ticks: u64,
+    pub threads: u32,
+    pub frames: u32,
+    pub strings: u32,
+    pub file_size: u64,
+    pub code_objects: u64,
+    pub reused_addresses: u64,
+    /// Set when the file could not be written or the sampler failed.
+    pub error: Option<String>,
+}
+
+/// A raw frame: where its code object is, and its instruction pointer.
+#[derive(Debug, Clone, Copy)]
+struct RawFrame {
+    code: u64,
+    instr: u64,
+    owner: u8,
+}
+
+/// The sampler's state, owned by its thread.
+pub struct Sampler {
+    target: Target,
+    opts: RecordOptions,
+    writer: Writer<BufWriter<File>>,
+    cache: CodeCache,
+    start_us: u64,
+    tstate_buf: Vec<u8>,
+    frame_buf: Vec<u8>,
+    raw: Vec<RawFrame>,
+    ranges: Vec<(u64, usize)>,
+    header_buf: Vec<u8>,
+    stack: Vec<u32>,
+    proc_stat: HashMap<u64, File>,
+    seen_tids: HashSet<u64>,
+    stats: RecordStats,
+    /// The first error writing the file; sampling stops when set.
+    write_error: Option<String>,
+}
+
+/// Monotonic clock in microseconds (CPython's `time.perf_counter` on Linux).
+pub fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+impl Sampler {
+    /// Creates the output file (so that a bad path fails at start, in the caller).
+    pub fn new(target: Target, opts: RecordOptions) -> Result<Sampler, TachError> {
+        let start_us = monotonic_us();
+        let version = target.layout.version();
+        let writer = Writer::builder(opts.interval_us)
+            .start_time_us(start_us)
+            .compression(opts.compression)
+            .mode(opts.mode)
+            .features(Some(opts.features()))
+            .python_version(version)
+            .create(&opts.path)?;
+        let o = target.layout.offsets();
+        let tstate_buf = vec![0u8; o.tstate_size as usize];
+        let frame_buf = vec![0u8; o.frame_size as usize];
+        let stats = RecordStats {
+            path: opts.path.clone(),
+            ..RecordStats::default()
+        };
+        Ok(Sampler {
+            target,
+            opts,
+            writer,
+            cache: CodeCache::new(),
+            start_us,
+            tstate_buf,
+            frame_buf,
+            raw: Vec::with_capacity(MAX_STACK_DEPTH),
+            ranges: Vec::with_capacity(2 * MAX_STACK_DEPTH),
+            header_buf: Vec::new(),
+            stack: Vec::with_capacity(MAX_STACK_DEPTH),
+            proc_stat: HashMap::new(),
+            seen_tids: HashSet::new(),
+            stats,
+            write_error: None,
+        })
+    }
+
+    /// Samples every thread once, at `now_us`. Returns false if the tick had errors.
+    pub fn tick(&mut self, now_us: u64) -> bool {
+        self.stats.ticks += 1;
+        let ok = match self.sample_all(now_us) {
+            Ok(ok) => ok,
+            Err(_) => false,
+        };
+        if !ok {
+            self.stats.error_ticks += 1;
+        }
+        ok
+    }
+
+    fn sample_all(&mut self, now_us: u64) -> Result<bool, ReadError> {
+        let o = self.target.layout.offsets().clone();
+        let mem = &*self.target.mem;
+        let mut ok = true;
+        let mut interp = mem.read_ptr(self.target.runtime + o.runtime_interpreters_head)?;
+        self.seen_tids.clear();
+        let mut n_interp = 0;
+        while interp != 0 && n_interp < MAX_INTERPRETERS {
+            n_interp += 1;
+            let interp_id = self.target.mem.read_u64(interp + o.interp_id)? as u32;
+            let (gil_locked, gil_holder) = self.read_gil(&o, interp);
+            let mut tstate = self.target.mem.read_u64(interp + o.interp_threads_head)?;
+            let mut n = 0;
+            while tstate != 0 && n < MAX_THREADS {
+                n += 1;
+                if self.target.mem.read(tstate, &mut self.tstate_buf).is_err() {
+                    // A thread state freed while we walked the list: stop here.
+                    ok = false;
+                    break;
+                }
+                if field_u64(&self.tstate_buf, o.tstate_interp) != Some(interp) {
+                    ok = false;
+                    break;
+                }
+                let next = field_u64(&self.tstate_buf, o.tstate_next).unwrap_or(0);
+                let tid = field_u64(&self.tstate_buf, o.tstate_native_thread_id).unwrap_or(0);
+                let is_main = tid == self.target.pid;
+                if self.opts.all_threads || is_main {
+                    match self.sample_thread(&o, tstate, tid, interp_id, now_us, is_main, gil_locked, gil_holder) {
+                        Ok(()) => {}
+                        Err(_) => {
+                            self.stats.dropped += 1;
+                            ok = false;
+                        }
+                    }
+                }
+                tstate = next;
+            }
+            interp = self.target.mem.read_u64(interp + o.interp_next)?;
+        }
+        // Forget /proc handles of threads that are gone.
+        if self.proc_stat.len() > self.seen_tids.len() {
+            let seen = &self.seen_tids;
+            self.proc_stat.retain(|tid, _| seen.contains(tid));
+        }
+        Ok(ok)
+    }
+
+    fn read_gil(&self, o: &Offsets, interp: u64) -> (bool, u64) {
+        let base = if o.gil_in_runtime { self.target.runtime } else { interp };
+        let locked = o
+            .gil_locked
+            .and_then(|off| self.target.mem.read_u32(base + off).ok())
+            .unwrap_or(0);
+        let holder = o
+            .gil_holder
+            .and_then(|off| self.target.mem.read_u64(base + off).ok())
+            .unwrap_or(0);
+        (locked != 0, holder)
+    }
+
+    /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as
+    /// CPython checks)? `None` when it cannot tell.
+    fn on_cpu(&mut self, tid: u64) -> Option<bool> {
+        if !self.proc_stat.contains_key(&tid) {
+            let f = File::open(format!("/proc/{}/task/{tid}/stat", self.target.pid)).ok()?;
+            self.proc_stat.insert(tid, f);
+        }
+        let f = self.proc_stat.get(&tid)?;
+        let mut buf = [0u8; 512];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        let text = &buf[..n];
+        let close = text.iter().rposition(|&b| b == b')')?;
+        let state = *text.get(close + 2)?;
+        Some(state == b'R')
+    }
+
+    fn exception_state(&self, o: &Offsets) -> bool {
+        let ts = &self.tstate_buf;
+        if let Some(off) = o.tstate_current_exception {
+            if field_u64(ts, off).unwrap_or(0) != 0 {
+                return true;
+            }
+        }
+        if let Some(off) = o.tstate_exc_info {
+            let value = if o.exc_info_is_pointer {
+                match field_u64(ts, off) {
+                    Some(p) if p != 0 => self
+                        .target
+                        .mem
+                        .read_u64(p + o.err_stackitem_exc_value)
+                        .unwrap_or(0),
+                    _ => 0,
+                }
+            } else {
+                field_u64(ts, off + o.err_stackitem_exc_value).unwrap_or(0)
+            };
+            return value != 0 && value != self.target.types.none;
+        }
+        false
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sample_thread(
+        &mut self,
+        o: &Offsets,
+        tstate: u64,
+        tid: u64,
+        interp_id: u32,
+        now_us: u64,
+        is_main: bool,
+        gil_locked: bool,
+        gil_holder: u64,
+    ) -> Result<(), ReadError> {
+        self.seen_tids.insert(tid);
+        let mut status = 0u8;
+        let has_gil = match o.tstate_holds_gil {
+            Some(off) => field_i32(&self.tstate_buf, off).unwrap_or(0) != 0,
+            None => gil_locked && gil_holder == tstate,
+        };
+        if has_gil {
+            status |= HAS_GIL;
+        } else if let Some(off) = o.tstate_gil_requested {
+            if field_i32(&self.tstate_buf, off).unwrap_or(0) != 0 {
+                status |= GIL_REQUESTED;
+            }
+        }
+        if self.exception_state(o) {
+            status |= HAS_EXCEPTION;
+        }
+        if is_main {
+            status |= MAIN_THREAD;
+        }
+        // As CPython: the CPU state is only looked up when the mode needs it.
+        if matches!(self.opts.mode, ProfilingMode::Cpu | ProfilingMode::All) {
+            match self.on_cpu(tid) {
+                Some(true) => status |= ON_CPU,
+                Some(false) => {}
+                None => status |= UNKNOWN,
+            }
+        } else {
+            status |= UNKNOWN;
+        }
+        let keep = match self.opts.mode {
+            ProfilingMode::Cpu => status & ON_CPU != 0,
+            ProfilingMode::Gil => status & HAS_GIL != 0,
+            ProfilingMode::Exception => status & HAS_EXCEPTION != 0,
+            _ => true,
+        };
+        if !keep {
+            self.stats.filtered += 1;
+            return Ok(());
+        }
+        let frame = self
+            .target
+            .layout
+            .current_frame(&*self.target.mem, &self.tstate_buf)?;
+        self.walk(o, frame)?;
+        self.resolve_stack(o)?;
+        match self
+            .writer
+            .write_sample(tid, interp_id, now_us, status, &self.stack)
+        {
+            Ok(()) => self.stats.samples += 1,
+            Err(e) => {
+                if self.write_error.is_none() {
+                    self.write_error = Some(e.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects the raw frames of a chain, innermost first.
+    fn walk(&mut self, o: &Offsets, mut frame: u64) -> Result<(), ReadError> {
+        self.raw.clear();
+        let mut steps = 0;
+        while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
+            steps += 1;
+            if steps > MAX_WALK {
+                return Err(ReadError::Invalid("frame chain too long (a cycle?)"));
+            }
+            self.target.mem.read(frame, &mut self.frame_buf)?;
+            let owner = *self
+                .frame_buf
+                .get(o.frame_owner as usize)
+                .ok_or(ReadError::Invalid("short frame"))?;
+            let prev = field_u64(&self.frame_buf, o.frame_previous).unwrap_or(0);
+            match self.target.layout.frame_owner(owner) {
+                FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
+                FrameOwner::Internal => {}
+                FrameOwner::Python => {
+                    let code = field_u64(&self.frame_buf, o.frame_executable).unwrap_or(0)
+                        & !o.executable_tag_mask;
+                    let instr = field_u64(&self.frame_buf, o.frame_instr).unwrap_or(0);
+                    if code == 0 {
+                        return Err(ReadError::Invalid("frame without code"));
+                    }
+                    self.raw.push(RawFrame { code, instr, owner });
+                }
+            }
+            frame = prev;
+        }
+        Ok(())
+    }
+
+    /// Turns the raw frames into writer frame indices in `self.stack`.
+    fn resolve_stack(&mut self, o: &Offsets) -> Result<(), ReadError> {
+        self.stack.clear();
+        if self.raw.is_empty() {
+            return Ok(());
+        }
+        let hsize = o.code_header_size as usize;
+        // Opcodes at the instruction pointer, when the version has no caches to skip.
+        let read_units = self.opts.opcodes
+            && self
+                .target
+                .opcodes
+                .as_ref()
+                .is_some_and(|t| t.caches.is_none());
+        self.ranges.clear();
+        for f in &self.raw {
+            self.ranges.push((f.code, hsize));
+            if read_units {
+                self.ranges.push((f.instr, 2));
+            }
+        }
+        let per = hsize + if read_units { 2 } else { 0 };
+        self.header_buf.resize(per * self.raw.len(), 0);
+        let done = self.target.mem.read_many(&self.ranges, &mut self.header_buf);
+        if done != self.ranges.len() {
+            return Err(ReadError::Invalid("code object unreadable"));
+        }
+        let opcode_tables = if self.opts.opcodes {
+            self.target.opcodes.as_ref()
+        } else {
+            None
+        };
+        for (i, f) in self.raw.iter().enumerate() {
+            let header = &self.header_buf[i * per..i * per + hsize];
+            let fp = Fingerprint::from_header(o, &self.target.types, header)?;
+            let entry = self.cache.get(
+                &*self.target.mem,
+                o,
+                &self.target.types,
+                f.code,
+                header,
+                fp,
+                &self.opts.hidden_prefixes,
+                opcode_tables,
+            )?;
+            let start = f.code + o.code_adaptive;
+            let index = (f.instr as i64 - start as i64).div_euclid(2);
+            if o.instr_is_prev {
+                // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
+                // it from tracebacks too); generator frames are always complete.
+                let first = entry.first_traceable.unwrap_or(0) as i64;
+                if f.owner != 1 && index < first {
+                    continue;
+                }
+            }
+            if index < 0 || index as u64 >= entry.code_units {
+                return Err(ReadError::Invalid("instruction pointer outside its code"));
+            }
+            if entry.hidden {
+                continue;
+            }
+            let index = index as u32;
+            let opcode = match opcode_tables {
+                None => 255u8,
+                Some(t) => match &entry.instr_starts {
+                    Some(starts) => starts.get(index as usize).map(|s| s.1).unwrap_or(255),
+                    None => {
+                        let unit = header_unit(&self.header_buf, i * per + hsize);
+                        t.deopt[unit as usize]
+                    }
+                },
+            };
+            let key = (index, opcode);
+            let id = match entry.frames.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let loc = linetable::locate(&entry.linetable, entry.fingerprint.firstlineno, index)
+                        .filter(|l| l.lineno != -1);
+                    let op = (opcode != 255).then_some(opcode);
+                    let id = self.writer.frame(&entry.filename, &entry.qualname, loc, op);
+                    entry.frames.insert(key, id);
+                    id
+                }
+            };
+            self.stack.push(id);
+        }
+        Ok(())
+    }
+
+    /// Finishes the file: stats block, tables, footer, header.
+    pub fn finish(mut self, end_us: u64) -> RecordStats {
+        let s = &mut self.stats;
+        let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
+        let interval = self.opts.interval_us.max(1) as f64 / 1e6;
+        s.duration_sec = duration;
+        s.sample_rate = if duration > 0.0 { s.ticks as f64 / duration } else { 0.0 };
+        s.error_rate = if s.ticks > 0 {
+            s.error_ticks as f64 / s.ticks as f64 * 100.0
+        } else {
+            0.0
+        };
+        s.expected_ticks = (duration / interval) as u64;
+        s.missed_samples = if s.expected_ticks > 0 && s.expected_ticks > s.ticks {
+            (s.expected_ticks - s.ticks) as f64 / s.expected_ticks as f64 * 100.0
+        } else {
+            0.0
+        };
+        s.code_objects = self.cache.resolved;
+        s.reused_addresses = self.cache.reused;
+        self.writer.set_stats(Stats::new(
+            s.duration_sec,
+            s.sample_rate,
+            Some(s.error_rate),
+            Some(s.missed_samples),
+        ));
+        let mut stats = self.stats.clone();
+        match self.writer.finish() {
+            Ok(sum) => {
+                stats.threads = sum.threads;
+                stats.frames = sum.frames;
+                stats.strings = sum.strings;
+                stats.file_size = sum.file_size;
+                stats.samples = sum.samples;
+            }
+            Err(e) => stats.error = Some(e.to_string()),
+        }
+        stats
+    }
+
+    /// Runs the sampling loop until `stop` is set or the duration has passed, then
+    /// finishes the file.
+    pub fn run(mut self, stop: &AtomicBool) -> RecordStats {
+        let interval = self.opts.interval_us.max(1);
+        let deadline = self
+            .opts
+            .duration
+            .map(|d| self.start_us + d.as_micros() as u64);
+        let mut next = self.start_us + interval;
+        let mut failure = None;
+        while !stop.load(Ordering::Acquire) {
+            let now = monotonic_us();
+            if deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if now < next {
+                std::thread::park_timeout(Duration::from_micros(next - now));
+                continue;
+            }
+            self.tick(now);
+            if let Some(e) = self.write_error.take() {
+                failure = Some(e);
+                break;
+            }
+            next += interval;
+            if now > next + interval {
+                // Fell behind (the machine was busy): skip the lost ticks rather than
+                // bursting; they show as missed samples.
+                next += (now - next) / interval * interval;
+            }
+        }
+        let mut stats = self.finish(monotonic_us());
+        if stats.error.is_none() {
+            stats.error = failure;
+        }
+        stats
+    }
+
+}
+
+fn header_unit(buf: &[u8], at: usize) -> u8 {
+    buf.get(at).copied().unwrap_or(0)
+}
+
+/// A recording in progress: the sampling thread and the flag that stops it.
+pub struct Session {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<RecordStats>,
+    path: PathBuf,
+}
+
+impl Session {
+    /// Creates the file and starts sampling.
+    pub fn start(target: Target, opts: RecordOptions) -> Result<Session, TachError> {
+        let path = opts.path.clone();
+        let sampler = Sampler::new(target, opts)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tach-sampler".into())
+            .spawn(move || {
+                let path = sampler.opts.path.clone();
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sampler.run(&flag))) {
+                    Ok(stats) => stats,
+                    Err(_) => RecordStats {
+                        path,
+                        error: Some("the sampling thread failed; the file is incomplete".into()),
+                        ..RecordStats::default()
+                    },
+                }
+            })
+            .map_err(|e| TachError::Usage(format!("cannot start the sampling thread: {e}")))?;
+        Ok(Session { stop, thread, path })
+    }
+
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    /// Whether the sampler has finished on its own (its duration ran out).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Stops sampling, finishes the file and returns what was recorded.
+    pub fn stop(self) -> RecordStats {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let path = self.path.clone();
+        self.thread.join().unwrap_or_else(|_| RecordStats {
+            path,
+            error: Some("the sampling thread failed".into()),
+            ..RecordStats::default()
+        })
+    }
+
+    /// Abandons the session without touching the file (in a forked child, where the
+    /// sampling thread does not exist).
+    pub fn abandon(self) {
+        std::mem::forget(self);
+    }
+}
