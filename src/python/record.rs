@@ -14,7 +14,7 @@ use pyo3::types::PyDict;
 use crate::record::resolve::Types;
 use crate::record::target;
 use crate::record::{RecordOptions, RecordStats, Session};
-use crate::tach::{Compression, ProfilingMode};
+use crate::tach::{Compression, ProfilingMode, TachFile};
 
 /// The recording in progress, if any. Only Python threads (holding the GIL) lock it;
 /// the sampling thread never does.
@@ -185,7 +185,69 @@ fn describe(py: Python<'_>) -> PyResult<String> {
     Ok(t.layout.describe())
 }
 
+/// Opens and fully verifies a TACH file (as `tach verify` does) and returns its
+/// contents as plain Python data: a dict with the header fields, the stats block,
+/// `frames` (filename, funcname, lineno, end_lineno, column, end_column, opcode; lineno
+/// None when there is no location, opcode None when not recorded) and `samples`
+/// (thread_id, interpreter_id, timestamp_us, status, [frame index, innermost first]).
+#[pyfunction]
+fn load(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    let (file, samples) = py
+        .detach(|| -> crate::tach::Result<_> {
+            let f = TachFile::open(&path)?;
+            let samples = f.collect_samples()?;
+            Ok((f, samples))
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let h = file.header();
+    let d = PyDict::new(py);
+    d.set_item("python_version", h.python_version)?;
+    d.set_item("start_time_us", h.start_time_us)?;
+    d.set_item("interval_us", h.sample_interval_us)?;
+    d.set_item("sample_count", h.sample_count)?;
+    d.set_item("thread_count", h.thread_count)?;
+    d.set_item("compression", h.compression.name())?;
+    d.set_item("mode", h.config.mode.name())?;
+    d.set_item("config", h.config.raw)?;
+    d.set_item(
+        "features",
+        h.config.features.map(|f| f.names()).unwrap_or_default(),
+    )?;
+    match file.stats() {
+        Some(st) => {
+            let sd = PyDict::new(py);
+            sd.set_item("duration_sec", st.duration_sec)?;
+            sd.set_item("sample_rate", st.sample_rate)?;
+            sd.set_item("error_rate", st.error_rate())?;
+            sd.set_item("missed_samples", st.missed_samples())?;
+            d.set_item("stats", sd)?;
+        }
+        None => d.set_item("stats", py.None())?,
+    }
+    let mut frames = Vec::with_capacity(file.frames().len());
+    for f in file.frames() {
+        let loc = f.location();
+        frames.push((
+            file.string(f.filename).to_string(),
+            file.string(f.funcname).to_string(),
+            loc.map(|l| l.lineno),
+            loc.map(|l| l.end_lineno),
+            loc.map(|l| l.column),
+            loc.map(|l| l.end_column),
+            f.opcode(),
+        ));
+    }
+    d.set_item("frames", frames)?;
+    let samples: Vec<_> = samples
+        .into_iter()
+        .map(|s| (s.thread_id, s.interpreter_id, s.timestamp_us, s.status, s.stack))
+        .collect();
+    d.set_item("samples", samples)?;
+    Ok(d)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
     m.add_function(wrap_pyfunction!(is_running, m)?)?;

@@ -46,7 +46,10 @@ pub trait MemoryReader: Send + Sync {
     fn read_many(&self, ranges: &[(u64, usize)], buf: &mut [u8]) -> usize {
         let mut at = 0;
         for (i, &(addr, len)) in ranges.iter().enumerate() {
-            if self.read(addr, &mut buf[at..at + len]).is_err() {
+            let Some(dst) = buf.get_mut(at..at + len) else {
+                return i;
+            };
+            if self.read(addr, dst).is_err() {
                 return i;
             }
             at += len;

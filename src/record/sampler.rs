@@ -35,6 +35,11 @@ pub const MAIN_THREAD: u8 = 32;
 const MAX_WALK: usize = 4096;
 /// Thread states followed per interpreter before giving up.
 const MAX_THREADS: usize = 1 << 16;
+/// How many intervals behind schedule the sampler catches up before skipping ticks.
+/// Catching up samples back to back, and a burst of samples taken microseconds apart
+/// all land in the same function: that would skew attribution, so the backlog is kept
+/// to two ticks and older ones are skipped (and reported as missed).
+const MAX_BACKLOG_TICKS: u64 = 2;
 /// Interpreters followed before giving up.
 const MAX_INTERPRETERS: usize = 256;
 
@@ -146,6 +151,92 @@ pub struct Sampler {
     stats: RecordStats,
     /// The first error writing the file; sampling stops when set.
     write_error: Option<String>,
+    window: Window,
+    codes: Vec<u64>,
+    code_slot: Vec<usize>,
+}
+
+const PAGE: u64 = 4096;
+/// Pages read at the first frame of a walk; doubled at each miss, up to the maximum.
+const WINDOW_MIN_PAGES: u64 = 2;
+const WINDOW_MAX_PAGES: u64 = 16;
+
+/// A copy of the memory just below (and including) a frame.
+///
+/// Frames of a thread live in its data stack, each caller just below its callee, so
+/// one read of the pages below the innermost frame usually holds the whole chain: one
+/// system call per stack instead of one per frame. Pages are read from the top down,
+/// so that the read stops at the bottom of the mapped region rather than failing.
+#[derive(Debug)]
+struct Window {
+    base: u64,
+    /// Bytes of `buf` in use (from `base`).
+    len: usize,
+    /// Both buffers are allocated once, at the largest window.
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    ranges: Vec<(u64, usize)>,
+    pages: u64,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        let max = (WINDOW_MAX_PAGES * PAGE) as usize;
+        Window {
+            base: 0,
+            len: 0,
+            buf: vec![0; max],
+            scratch: vec![0; max],
+            ranges: Vec::with_capacity(WINDOW_MAX_PAGES as usize),
+            pages: 0,
+        }
+    }
+}
+
+impl Window {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.pages = 0;
+    }
+
+    fn get(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let off = addr.checked_sub(self.base)? as usize;
+        let end = off.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        self.buf.get(off..end)
+    }
+
+    /// Reads the pages that hold [addr, addr + len) and some below them.
+    fn load(&mut self, mem: &dyn MemoryReader, addr: u64, len: usize) {
+        self.len = 0;
+        self.pages = (self.pages * 2).clamp(WINDOW_MIN_PAGES, WINDOW_MAX_PAGES);
+        let Some(end) = addr.checked_add(len as u64 + PAGE - 1) else {
+            return;
+        };
+        let top = end & !(PAGE - 1);
+        if top < PAGE {
+            return;
+        }
+        let top_page = top - PAGE;
+        self.ranges.clear();
+        for k in 0..self.pages {
+            match top_page.checked_sub(k * PAGE) {
+                Some(p) if p > 0 => self.ranges.push((p, PAGE as usize)),
+                _ => break,
+            }
+        }
+        let n = mem.read_many(&self.ranges, &mut self.scratch);
+        // Reassemble the pages read (top first) in address order.
+        let page = PAGE as usize;
+        for k in 0..n {
+            let dst = (n - 1 - k) * page;
+            self.buf[dst..dst + page].copy_from_slice(&self.scratch[k * page..(k + 1) * page]);
+        }
+        self.len = n * page;
+        self.base = top - n as u64 * PAGE;
+    }
 }
 
 /// Monotonic clock in microseconds (CPython's `time.perf_counter` on Linux).
@@ -194,6 +285,9 @@ impl Sampler {
             seen_tids: HashSet::new(),
             stats,
             write_error: None,
+            window: Window::default(),
+            codes: Vec::with_capacity(64),
+            code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
         })
     }
 
@@ -386,25 +480,37 @@ impl Sampler {
     /// Collects the raw frames of a chain, innermost first.
     fn walk(&mut self, o: &Offsets, mut frame: u64) -> Result<(), ReadError> {
         self.raw.clear();
+        self.window.clear();
+        let fsize = o.frame_size as usize;
         let mut steps = 0;
         while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
             steps += 1;
             if steps > MAX_WALK {
                 return Err(ReadError::Invalid("frame chain too long (a cycle?)"));
             }
-            self.target.mem.read(frame, &mut self.frame_buf)?;
-            let owner = *self
-                .frame_buf
+            let img: &[u8] = match self.window.get(frame, fsize) {
+                Some(img) => img,
+                None => {
+                    self.window.load(&*self.target.mem, frame, fsize);
+                    match self.window.get(frame, fsize) {
+                        Some(img) => img,
+                        None => {
+                            self.target.mem.read(frame, &mut self.frame_buf)?;
+                            &self.frame_buf
+                        }
+                    }
+                }
+            };
+            let owner = *img
                 .get(o.frame_owner as usize)
                 .ok_or(ReadError::Invalid("short frame"))?;
-            let prev = field_u64(&self.frame_buf, o.frame_previous).unwrap_or(0);
+            let prev = field_u64(img, o.frame_previous).unwrap_or(0);
+            let code = field_u64(img, o.frame_executable).unwrap_or(0) & !o.executable_tag_mask;
+            let instr = field_u64(img, o.frame_instr).unwrap_or(0);
             match self.target.layout.frame_owner(owner) {
                 FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
                 FrameOwner::Internal => {}
                 FrameOwner::Python => {
-                    let code = field_u64(&self.frame_buf, o.frame_executable).unwrap_or(0)
-                        & !o.executable_tag_mask;
-                    let instr = field_u64(&self.frame_buf, o.frame_instr).unwrap_or(0);
                     if code == 0 {
                         return Err(ReadError::Invalid("frame without code"));
                     }
@@ -430,15 +536,35 @@ impl Sampler {
                 .opcodes
                 .as_ref()
                 .is_some_and(|t| t.caches.is_none());
-        self.ranges.clear();
+        // One read for the whole stack: each distinct code object's header once (a
+        // recursion repeats the same one), then the code unit at each frame's
+        // instruction pointer when opcodes are read there.
+        self.codes.clear();
+        self.code_slot.clear();
         for f in &self.raw {
-            self.ranges.push((f.code, hsize));
-            if read_units {
+            let slot = match self.codes.iter().position(|&c| c == f.code) {
+                Some(k) => k,
+                None => {
+                    self.codes.push(f.code);
+                    self.codes.len() - 1
+                }
+            };
+            self.code_slot.push(slot);
+        }
+        self.ranges.clear();
+        for &c in &self.codes {
+            self.ranges.push((c, hsize));
+        }
+        if read_units {
+            for f in &self.raw {
                 self.ranges.push((f.instr, 2));
             }
         }
-        let per = hsize + if read_units { 2 } else { 0 };
-        self.header_buf.resize(per * self.raw.len(), 0);
+        let units_at = hsize * self.codes.len();
+        let units_len = if read_units { 2 * self.raw.len() } else { 0 };
+        if self.header_buf.len() < units_at + units_len {
+            self.header_buf.resize(units_at + units_len, 0);
+        }
         let done = self.target.mem.read_many(&self.ranges, &mut self.header_buf);
         if done != self.ranges.len() {
             return Err(ReadError::Invalid("code object unreadable"));
@@ -448,8 +574,21 @@ impl Sampler {
         } else {
             None
         };
+        // (code, instr, frame index or None if left out) of the previous frame: deep
+        // recursion repeats the same frame many times.
+        let mut last: Option<(u64, u64, Option<u32>)> = None;
         for (i, f) in self.raw.iter().enumerate() {
-            let header = &self.header_buf[i * per..i * per + hsize];
+            if let Some((c, ip, id)) = last {
+                if c == f.code && ip == f.instr && !read_units {
+                    if let Some(id) = id {
+                        self.stack.push(id);
+                    }
+                    continue;
+                }
+            }
+            last = Some((f.code, f.instr, None));
+            let slot = self.code_slot[i];
+            let header = &self.header_buf[slot * hsize..(slot + 1) * hsize];
             let fp = Fingerprint::from_header(o, &self.target.types, header)?;
             let entry = self.cache.get(
                 &*self.target.mem,
@@ -483,7 +622,7 @@ impl Sampler {
                 Some(t) => match &entry.instr_starts {
                     Some(starts) => starts.get(index as usize).map(|s| s.1).unwrap_or(255),
                     None => {
-                        let unit = header_unit(&self.header_buf, i * per + hsize);
+                        let unit = header_unit(&self.header_buf, units_at + 2 * i);
                         t.deopt[unit as usize]
                     }
                 },
@@ -501,6 +640,7 @@ impl Sampler {
                 }
             };
             self.stack.push(id);
+            last = Some((f.code, f.instr, Some(id)));
         }
         Ok(())
     }
@@ -555,6 +695,17 @@ impl Sampler {
             .map(|d| self.start_us + d.as_micros() as u64);
         let mut next = self.start_us + interval;
         let mut failure = None;
+        // Wake up on time: the default timer slack (50 us) is 5% of a 1 kHz interval.
+        // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        // Best effort: a sampler that gets the CPU late samples the moments when the
+        // profiled threads are descheduled, which skews attribution on a busy machine.
+        // Raising its priority needs privileges; without them this silently fails.
+        // SAFETY: gettid and setpriority on this thread only.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, -10);
+        }
         while !stop.load(Ordering::Acquire) {
             let now = monotonic_us();
             if deadline.is_some_and(|d| now >= d) {
@@ -570,10 +721,11 @@ impl Sampler {
                 break;
             }
             next += interval;
-            if now > next + interval {
-                // Fell behind (the machine was busy): skip the lost ticks rather than
-                // bursting; they show as missed samples.
-                next += (now - next) / interval * interval;
+            // Behind schedule (a late wake-up on a busy machine): catch up, but by at
+            // most MAX_BACKLOG_TICKS; older ticks are skipped and show as missed.
+            let backlog = MAX_BACKLOG_TICKS * interval;
+            if now > next + backlog {
+                next += (now - next - backlog) / interval * interval;
             }
         }
         let mut stats = self.finish(monotonic_us());
