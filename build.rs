@@ -8,8 +8,11 @@
 //! search after the system ones (for Debian's multiarch `pyconfig.h` when cross-building
 //! against a chroot's headers) can be given in `TACH_PYTHON_INCLUDE_AFTER`.
 
+#[cfg(feature = "python")]
 use std::env;
+#[cfg(feature = "python")]
 use std::path::PathBuf;
+#[cfg(feature = "python")]
 use std::process::Command;
 
 fn main() {
@@ -19,11 +22,10 @@ fn main() {
     println!("cargo:rerun-if-env-changed=TACH_PYTHON_INCLUDE_AFTER");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo::rustc-check-cfg=cfg(tach_layout)");
-    if env::var_os("CARGO_FEATURE_PYTHON").is_none() {
-        return;
-    }
     #[cfg(feature = "python")]
-    build_layout();
+    if env::var_os("CARGO_FEATURE_PYTHON").is_some() {
+        build_layout();
+    }
 }
 
 #[cfg(feature = "python")]
@@ -57,7 +59,9 @@ fn build_layout() {
         .warnings(false)
         .opt_level(0);
     if let Some(after) = env::var_os("TACH_PYTHON_INCLUDE_AFTER") {
-        build.flag("-idirafter").flag(PathBuf::from(after).to_string_lossy().as_ref());
+        build
+            .flag("-idirafter")
+            .flag(PathBuf::from(after).to_string_lossy().as_ref());
     }
     match build.try_compile("tach_layout") {
         Ok(()) => println!("cargo:rustc-cfg=tach_layout"),

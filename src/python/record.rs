@@ -88,7 +88,9 @@ fn start(
     let compression = parse_compression(compression)?;
     let duration = match duration {
         Some(d) if !(d.is_finite() && d > 0.0) => {
-            return Err(PyValueError::new_err("duration must be a positive number of seconds"))
+            return Err(PyValueError::new_err(
+                "duration must be a positive number of seconds",
+            ))
         }
         Some(d) => Some(Duration::from_secs_f64(d)),
         None => None,
@@ -118,7 +120,8 @@ fn start(
         duration,
         hidden_prefixes: hidden,
     };
-    let session = Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let session =
+        Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     *guard = Some(session);
     Ok(())
 }
@@ -240,7 +243,15 @@ fn load(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("frames", frames)?;
     let samples: Vec<_> = samples
         .into_iter()
-        .map(|s| (s.thread_id, s.interpreter_id, s.timestamp_us, s.status, s.stack))
+        .map(|s| {
+            (
+                s.thread_id,
+                s.interpreter_id,
+                s.timestamp_us,
+                s.status,
+                s.stack,
+            )
+        })
         .collect();
     d.set_item("samples", samples)?;
     Ok(d)

@@ -97,9 +97,17 @@ mod tests {
         rc.all_threads = true;
         let cmd = rc.command().unwrap();
         assert_eq!(cmd.get_program(), "python3");
-        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        assert_eq!(args, ["-m", "tach", "run", "-o", "o.tach", "-r", "100", "-a", "s.py", "x"]);
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            ["-m", "tach", "run", "-o", "o.tach", "-r", "100", "-a", "s.py", "x"]
+        );
         assert!(RecordCommand::new(vec![]).command().is_err());
-        assert!(RecordCommand::new(vec!["python3".into()]).command().is_err());
+        assert!(RecordCommand::new(vec!["python3".into()])
+            .command()
+            .is_err());
     }
 }

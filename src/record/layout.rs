@@ -164,7 +164,10 @@ pub struct BuildLayout {
 impl Py311Layout {
     /// The layout from a build-time table, if it describes 3.11 `version`.
     pub fn from_build(b: &BuildLayout, version: (u8, u8, u8)) -> Result<Self, String> {
-        let built = ((b.py_version_hex >> 24) as u8, (b.py_version_hex >> 16) as u8);
+        let built = (
+            (b.py_version_hex >> 24) as u8,
+            (b.py_version_hex >> 16) as u8,
+        );
         if b.has_311 == 0 || built != (3, 11) {
             return Err(format!(
                 "this tach extension was built against CPython {}.{} headers, so it has no \
@@ -241,9 +244,8 @@ impl InterpreterLayout for Py311Layout {
         &self.offsets
     }
     fn current_frame(&self, mem: &dyn MemoryReader, tstate: &[u8]) -> Result<u64, ReadError> {
-        let cframe = field_u64(tstate, self.offsets.tstate_frame).ok_or(ReadError::Invalid(
-            "thread state shorter than its layout",
-        ))?;
+        let cframe = field_u64(tstate, self.offsets.tstate_frame)
+            .ok_or(ReadError::Invalid("thread state shorter than its layout"))?;
         if cframe == 0 {
             return Ok(0);
         }
@@ -386,7 +388,7 @@ impl DebugOffsetsLayout {
         f.skip(3); // dict
         f.skip(2); // float
         f.skip(3); // long
-        // bytes_object
+                   // bytes_object
         f.skip(1);
         o.var_ob_size = f.next()?;
         o.bytes_sval = f.next()?;
@@ -422,7 +424,10 @@ impl DebugOffsetsLayout {
                 version.0, version.1, version.2
             ));
         }
-        Ok(DebugOffsetsLayout { version, offsets: o })
+        Ok(DebugOffsetsLayout {
+            version,
+            offsets: o,
+        })
     }
 }
 
@@ -484,7 +489,9 @@ mod tests {
         assert!(DebugOffsetsLayout::parse(b"nothing here").is_err());
         let mut ft = fake(14);
         ft[16] = 1;
-        assert!(DebugOffsetsLayout::parse(&ft).unwrap_err().contains("free-threaded"));
+        assert!(DebugOffsetsLayout::parse(&ft)
+            .unwrap_err()
+            .contains("free-threaded"));
     }
 
     #[test]

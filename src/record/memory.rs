@@ -124,7 +124,9 @@ impl ProcessVmReader {
             )
         };
         if n < 0 {
-            Err(ReadError::Os(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)))
+            Err(ReadError::Os(
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            ))
         } else {
             Ok(n as usize)
         }

@@ -300,7 +300,9 @@ fn resolve(
         },
         None => None,
     };
-    let hidden = hidden_prefixes.iter().any(|p| filename.starts_with(p.as_str()));
+    let hidden = hidden_prefixes
+        .iter()
+        .any(|p| filename.starts_with(p.as_str()));
     Ok(CodeInfo {
         fingerprint: fp,
         filename,
@@ -349,7 +351,11 @@ mod tests {
         let o = offsets();
         let chars: Vec<char> = s.chars().collect();
         let ascii = kind == 1 && s.is_ascii();
-        let data_at = if ascii { o.unicode_ascii_size } else { o.unicode_compact_size };
+        let data_at = if ascii {
+            o.unicode_ascii_size
+        } else {
+            o.unicode_compact_size
+        };
         let mut v = vec![0u8; data_at as usize];
         v[8..16].copy_from_slice(&TYPES.unicode.to_ne_bytes());
         v[16..24].copy_from_slice(&(chars.len() as u64).to_ne_bytes());
@@ -376,7 +382,10 @@ mod tests {
         put_str(&mut m, 0x4000, "\u{1f600}x", 4);
         assert_eq!(read_unicode(&m, &o, &TYPES, 0x1000).unwrap(), "Thread.run");
         assert_eq!(read_unicode(&m, &o, &TYPES, 0x2000).unwrap(), "caf\u{e9}");
-        assert_eq!(read_unicode(&m, &o, &TYPES, 0x3000).unwrap(), "\u{3b1}\u{3b2}");
+        assert_eq!(
+            read_unicode(&m, &o, &TYPES, 0x3000).unwrap(),
+            "\u{3b1}\u{3b2}"
+        );
         assert_eq!(read_unicode(&m, &o, &TYPES, 0x4000).unwrap(), "\u{1f600}x");
         assert!(read_unicode(&m, &o, &TYPES, 0x9000).is_err());
     }
@@ -407,16 +416,22 @@ mod tests {
         let mut cache = CodeCache::new();
         let h1 = header(0x2000);
         let fp1 = Fingerprint::from_header(&o, &TYPES, &h1).unwrap();
-        let e = cache.get(&m, &o, &TYPES, 0x7000, &h1, fp1, &[], None).unwrap();
+        let e = cache
+            .get(&m, &o, &TYPES, 0x7000, &h1, fp1, &[], None)
+            .unwrap();
         assert_eq!((e.filename.as_str(), e.qualname.as_str()), ("a.py", "f"));
         e.frames.insert((0, 255), 3);
         // Same address, same object: cached.
-        let e = cache.get(&m, &o, &TYPES, 0x7000, &h1, fp1, &[], None).unwrap();
+        let e = cache
+            .get(&m, &o, &TYPES, 0x7000, &h1, fp1, &[], None)
+            .unwrap();
         assert_eq!(e.frames.len(), 1);
         // Same address, another code object: resolved again.
         let h2 = header(0x3000);
         let fp2 = Fingerprint::from_header(&o, &TYPES, &h2).unwrap();
-        let e = cache.get(&m, &o, &TYPES, 0x7000, &h2, fp2, &["a.".into()], None).unwrap();
+        let e = cache
+            .get(&m, &o, &TYPES, 0x7000, &h2, fp2, &["a.".into()], None)
+            .unwrap();
         assert_eq!(e.qualname, "g");
         assert!(e.frames.is_empty());
         assert!(e.hidden);

@@ -294,10 +294,7 @@ impl Sampler {
     /// Samples every thread once, at `now_us`. Returns false if the tick had errors.
     pub fn tick(&mut self, now_us: u64) -> bool {
         self.stats.ticks += 1;
-        let ok = match self.sample_all(now_us) {
-            Ok(ok) => ok,
-            Err(_) => false,
-        };
+        let ok = self.sample_all(now_us).unwrap_or(false);
         if !ok {
             self.stats.error_ticks += 1;
         }
@@ -332,7 +329,9 @@ impl Sampler {
                 let tid = field_u64(&self.tstate_buf, o.tstate_native_thread_id).unwrap_or(0);
                 let is_main = tid == self.target.pid;
                 if self.opts.all_threads || is_main {
-                    match self.sample_thread(&o, tstate, tid, interp_id, now_us, is_main, gil_locked, gil_holder) {
+                    match self.sample_thread(
+                        &o, tstate, tid, interp_id, now_us, is_main, gil_locked, gil_holder,
+                    ) {
                         Ok(()) => {}
                         Err(_) => {
                             self.stats.dropped += 1;
@@ -353,7 +352,11 @@ impl Sampler {
     }
 
     fn read_gil(&self, o: &Offsets, interp: u64) -> (bool, u64) {
-        let base = if o.gil_in_runtime { self.target.runtime } else { interp };
+        let base = if o.gil_in_runtime {
+            self.target.runtime
+        } else {
+            interp
+        };
         let locked = o
             .gil_locked
             .and_then(|off| self.target.mem.read_u32(base + off).ok())
@@ -565,7 +568,10 @@ impl Sampler {
         if self.header_buf.len() < units_at + units_len {
             self.header_buf.resize(units_at + units_len, 0);
         }
-        let done = self.target.mem.read_many(&self.ranges, &mut self.header_buf);
+        let done = self
+            .target
+            .mem
+            .read_many(&self.ranges, &mut self.header_buf);
         if done != self.ranges.len() {
             return Err(ReadError::Invalid("code object unreadable"));
         }
@@ -631,8 +637,9 @@ impl Sampler {
             let id = match entry.frames.get(&key) {
                 Some(&id) => id,
                 None => {
-                    let loc = linetable::locate(&entry.linetable, entry.fingerprint.firstlineno, index)
-                        .filter(|l| l.lineno != -1);
+                    let loc =
+                        linetable::locate(&entry.linetable, entry.fingerprint.firstlineno, index)
+                            .filter(|l| l.lineno != -1);
                     let op = (opcode != 255).then_some(opcode);
                     let id = self.writer.frame(&entry.filename, &entry.qualname, loc, op);
                     entry.frames.insert(key, id);
@@ -651,7 +658,11 @@ impl Sampler {
         let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
         let interval = self.opts.interval_us.max(1) as f64 / 1e6;
         s.duration_sec = duration;
-        s.sample_rate = if duration > 0.0 { s.ticks as f64 / duration } else { 0.0 };
+        s.sample_rate = if duration > 0.0 {
+            s.ticks as f64 / duration
+        } else {
+            0.0
+        };
         s.error_rate = if s.ticks > 0 {
             s.error_ticks as f64 / s.ticks as f64 * 100.0
         } else {
@@ -734,7 +745,6 @@ impl Sampler {
         }
         stats
     }
-
 }
 
 fn header_unit(buf: &[u8], at: usize) -> u8 {
@@ -759,7 +769,8 @@ impl Session {
             .name("tach-sampler".into())
             .spawn(move || {
                 let path = sampler.opts.path.clone();
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sampler.run(&flag))) {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sampler.run(&flag)))
+                {
                     Ok(stats) => stats,
                     Err(_) => RecordStats {
                         path,

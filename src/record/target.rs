@@ -63,7 +63,12 @@ mod build {
 
 /// The CPython version the extension's build-time layout describes, if any.
 pub fn build_version() -> Option<(u8, u8)> {
-    build::layout().map(|l| ((l.py_version_hex >> 24) as u8, (l.py_version_hex >> 16) as u8))
+    build::layout().map(|l| {
+        (
+            (l.py_version_hex >> 24) as u8,
+            (l.py_version_hex >> 16) as u8,
+        )
+    })
 }
 
 /// Looks a symbol up in the process (the executable and every loaded library).
@@ -83,9 +88,11 @@ pub fn detect_layout(
     match (version.0, version.1) {
         (3, 11) => match build::layout() {
             Some(b) => Py311Layout::from_build(&b, version).map(|l| Box::new(l) as Box<_>),
-            None => Err("this tach extension was built without CPython 3.11 headers, so it \
+            None => Err(
+                "this tach extension was built without CPython 3.11 headers, so it \
                          cannot sample CPython 3.11"
-                .into()),
+                    .into(),
+            ),
         },
         (3, 13..=15) => {
             let mut raw = vec![0u8; DEBUG_OFFSETS_READ];
