@@ -27,6 +27,7 @@
 #  include "internal/pycore_opcode.h"
 #  define TACH_HAVE_DEOPT 1
 #elif PY_VERSION_HEX >= 0x030D0000
+#  define TACH_HAVE_EXC 1
 #  define NEED_OPCODE_METADATA 1
 #  define _PyOpcode_Deopt tach_py_deopt
 #  include "internal/pycore_opcode_metadata.h"
@@ -82,6 +83,11 @@ struct tach_build_layout {
     uint64_t unicode_length;
     uint64_t unicode_ascii_size;
     uint64_t unicode_compact_size;
+    /* 3.13+: exception state, which _Py_DebugOffsets publishes only from 3.15 */
+    uint64_t has_exc;
+    uint64_t exc_tstate_current_exception;
+    uint64_t exc_tstate_exc_info;
+    uint64_t exc_err_stackitem_exc_value;
 };
 
 const struct tach_build_layout tach_build_layout = {
@@ -128,6 +134,12 @@ const struct tach_build_layout tach_build_layout = {
 #endif
 #ifdef TACH_HAVE_DEOPT
     .has_deopt = 1,
+#endif
+#ifdef TACH_HAVE_EXC
+    .has_exc = 1,
+    .exc_tstate_current_exception = offsetof(PyThreadState, current_exception),
+    .exc_tstate_exc_info = offsetof(PyThreadState, exc_info),
+    .exc_err_stackitem_exc_value = offsetof(_PyErr_StackItem, exc_value),
 #endif
 };
 

@@ -159,6 +159,10 @@ pub struct BuildLayout {
     pub unicode_length: u64,
     pub unicode_ascii_size: u64,
     pub unicode_compact_size: u64,
+    pub has_exc: u64,
+    pub exc_tstate_current_exception: u64,
+    pub exc_tstate_exc_info: u64,
+    pub exc_err_stackitem_exc_value: u64,
 }
 
 impl Py311Layout {
@@ -428,6 +432,24 @@ impl DebugOffsetsLayout {
             version,
             offsets: o,
         })
+    }
+}
+
+impl DebugOffsetsLayout {
+    /// Fills in the exception-state offsets `_Py_DebugOffsets` lacks before 3.15, from
+    /// a build-time table of the same version (`tstate->exc_info` is a pointer).
+    pub fn supplement_exceptions(&mut self, b: &BuildLayout) {
+        let built = ((b.py_version_hex >> 24) as u8, (b.py_version_hex >> 16) as u8);
+        if b.has_exc == 0 || built != (self.version.0, self.version.1) {
+            return;
+        }
+        let o = &mut self.offsets;
+        if o.tstate_current_exception.is_none() {
+            o.tstate_current_exception = Some(b.exc_tstate_current_exception);
+            o.tstate_exc_info = Some(b.exc_tstate_exc_info);
+            o.exc_info_is_pointer = true;
+            o.err_stackitem_exc_value = b.exc_err_stackitem_exc_value;
+        }
     }
 }
 

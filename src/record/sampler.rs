@@ -328,7 +328,9 @@ impl Sampler {
                 let next = field_u64(&self.tstate_buf, o.tstate_next).unwrap_or(0);
                 let tid = field_u64(&self.tstate_buf, o.tstate_native_thread_id).unwrap_or(0);
                 let is_main = tid == self.target.pid;
-                if self.opts.all_threads || is_main {
+                // tid 0: a thread state created for a thread that has not started yet
+                // (3.13+ create it in the parent); it has no frames and no identity.
+                if tid != 0 && (self.opts.all_threads || is_main) {
                     match self.sample_thread(
                         &o, tstate, tid, interp_id, now_us, is_main, gil_locked, gil_holder,
                     ) {

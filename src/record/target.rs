@@ -98,7 +98,10 @@ pub fn detect_layout(
             let mut raw = vec![0u8; DEBUG_OFFSETS_READ];
             mem.read(runtime, &mut raw)
                 .map_err(|e| format!("cannot read _Py_DebugOffsets: {e}"))?;
-            let l = DebugOffsetsLayout::parse(&raw)?;
+            let mut l = DebugOffsetsLayout::parse(&raw)?;
+            if let Some(b) = build::layout() {
+                l.supplement_exceptions(&b);
+            }
             let got = l.version();
             if (got.0, got.1) != (version.0, version.1) {
                 return Err(format!(
