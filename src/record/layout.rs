@@ -97,14 +97,14 @@ pub trait InterpreterLayout: Send + Sync {
 }
 
 pub(crate) fn field_u64(buf: &[u8], off: u64) -> Option<u64> {
-    let off = off as usize;
-    buf.get(off..off + 8)
+    let off = usize::try_from(off).ok()?;
+    buf.get(off..off.checked_add(8)?)
         .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
 }
 
 pub(crate) fn field_i32(buf: &[u8], off: u64) -> Option<i32> {
-    let off = off as usize;
-    buf.get(off..off + 4)
+    let off = usize::try_from(off).ok()?;
+    buf.get(off..off.checked_add(4)?)
         .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])))
 }
 
@@ -254,7 +254,7 @@ impl InterpreterLayout for Py311Layout {
             return Ok(0);
         }
         let off = self.offsets.cframe_current_frame.unwrap_or(0);
-        mem.read_u64(cframe + off)
+        mem.read_u64(cframe.wrapping_add(off))
     }
     fn frame_owner(&self, owner: u8) -> FrameOwner {
         // FRAME_OWNED_BY_THREAD, _GENERATOR, _FRAME_OBJECT.
@@ -439,7 +439,10 @@ impl DebugOffsetsLayout {
     /// Fills in the exception-state offsets `_Py_DebugOffsets` lacks before 3.15, from
     /// a build-time table of the same version (`tstate->exc_info` is a pointer).
     pub fn supplement_exceptions(&mut self, b: &BuildLayout) {
-        let built = ((b.py_version_hex >> 24) as u8, (b.py_version_hex >> 16) as u8);
+        let built = (
+            (b.py_version_hex >> 24) as u8,
+            (b.py_version_hex >> 16) as u8,
+        );
         if b.has_exc == 0 || built != (self.version.0, self.version.1) {
             return;
         }

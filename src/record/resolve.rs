@@ -133,9 +133,9 @@ pub fn read_unicode(
         return Err(ReadError::Invalid("str with a bad kind or length"));
     }
     let data = if compact && ascii {
-        addr + o.unicode_ascii_size
+        addr.wrapping_add(o.unicode_ascii_size)
     } else if compact {
-        addr + o.unicode_compact_size
+        addr.wrapping_add(o.unicode_compact_size)
     } else {
         field_u64(&head, o.unicode_compact_size).ok_or(ReadError::Null)?
     };
@@ -177,7 +177,7 @@ pub fn read_bytes(
         return Err(ReadError::Invalid("bytes object too large"));
     }
     let mut out = vec![0u8; len as usize];
-    mem.read(addr + o.bytes_sval, &mut out)?;
+    mem.read(addr.wrapping_add(o.bytes_sval), &mut out)?;
     Ok(out)
 }
 
@@ -293,7 +293,7 @@ fn resolve(
         Some(t) => match &t.caches {
             Some(caches) => {
                 let mut code = vec![0u8; (code_units * 2) as usize];
-                mem.read(addr + o.code_adaptive, &mut code)?;
+                mem.read(addr.wrapping_add(o.code_adaptive), &mut code)?;
                 Some(scan_instructions(&code, t, caches))
             }
             None => None,

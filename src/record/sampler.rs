@@ -305,14 +305,21 @@ impl Sampler {
         let o = self.target.layout.offsets().clone();
         let mem = &*self.target.mem;
         let mut ok = true;
-        let mut interp = mem.read_ptr(self.target.runtime + o.runtime_interpreters_head)?;
+        let mut interp = mem.read_ptr(
+            self.target
+                .runtime
+                .wrapping_add(o.runtime_interpreters_head),
+        )?;
         self.seen_tids.clear();
         let mut n_interp = 0;
         while interp != 0 && n_interp < MAX_INTERPRETERS {
             n_interp += 1;
-            let interp_id = self.target.mem.read_u64(interp + o.interp_id)? as u32;
+            let interp_id = self.target.mem.read_u64(interp.wrapping_add(o.interp_id))? as u32;
             let (gil_locked, gil_holder) = self.read_gil(&o, interp);
-            let mut tstate = self.target.mem.read_u64(interp + o.interp_threads_head)?;
+            let mut tstate = self
+                .target
+                .mem
+                .read_u64(interp.wrapping_add(o.interp_threads_head))?;
             let mut n = 0;
             while tstate != 0 && n < MAX_THREADS {
                 n += 1;
@@ -343,7 +350,10 @@ impl Sampler {
                 }
                 tstate = next;
             }
-            interp = self.target.mem.read_u64(interp + o.interp_next)?;
+            interp = self
+                .target
+                .mem
+                .read_u64(interp.wrapping_add(o.interp_next))?;
         }
         // Forget /proc handles of threads that are gone.
         if self.proc_stat.len() > self.seen_tids.len() {
@@ -361,11 +371,11 @@ impl Sampler {
         };
         let locked = o
             .gil_locked
-            .and_then(|off| self.target.mem.read_u32(base + off).ok())
+            .and_then(|off| self.target.mem.read_u32(base.wrapping_add(off)).ok())
             .unwrap_or(0);
         let holder = o
             .gil_holder
-            .and_then(|off| self.target.mem.read_u64(base + off).ok())
+            .and_then(|off| self.target.mem.read_u64(base.wrapping_add(off)).ok())
             .unwrap_or(0);
         (locked != 0, holder)
     }
@@ -399,12 +409,12 @@ impl Sampler {
                     Some(p) if p != 0 => self
                         .target
                         .mem
-                        .read_u64(p + o.err_stackitem_exc_value)
+                        .read_u64(p.wrapping_add(o.err_stackitem_exc_value))
                         .unwrap_or(0),
                     _ => 0,
                 }
             } else {
-                field_u64(ts, off + o.err_stackitem_exc_value).unwrap_or(0)
+                field_u64(ts, off.wrapping_add(o.err_stackitem_exc_value)).unwrap_or(0)
             };
             return value != 0 && value != self.target.types.none;
         }
@@ -608,8 +618,8 @@ impl Sampler {
                 &self.opts.hidden_prefixes,
                 opcode_tables,
             )?;
-            let start = f.code + o.code_adaptive;
-            let index = (f.instr as i64 - start as i64).div_euclid(2);
+            let start = f.code.wrapping_add(o.code_adaptive);
+            let index = (f.instr.wrapping_sub(start) as i64).div_euclid(2);
             if o.instr_is_prev {
                 // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
                 // it from tracebacks too); generator frames are always complete.
@@ -810,5 +820,209 @@ impl Session {
     /// sampling thread does not exist).
     pub fn abandon(self) {
         std::mem::forget(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::FrameOwner;
+    use super::super::memory::FakeMemory;
+    use super::*;
+
+    struct TestLayout(Offsets);
+
+    impl InterpreterLayout for TestLayout {
+        fn version(&self) -> (u8, u8, u8) {
+            (3, 99, 0)
+        }
+        fn describe(&self) -> String {
+            "test".into()
+        }
+        fn offsets(&self) -> &Offsets {
+            &self.0
+        }
+        fn current_frame(&self, _: &dyn MemoryReader, ts: &[u8]) -> Result<u64, ReadError> {
+            field_u64(ts, self.0.tstate_frame).ok_or(ReadError::Null)
+        }
+        fn frame_owner(&self, owner: u8) -> FrameOwner {
+            match owner {
+                0..=2 => FrameOwner::Python,
+                3 => FrameOwner::Internal,
+                _ => FrameOwner::Invalid,
+            }
+        }
+    }
+
+    fn offsets() -> Offsets {
+        Offsets {
+            runtime_interpreters_head: 8,
+            interp_next: 0,
+            interp_threads_head: 16,
+            interp_id: 24,
+            gil_locked: Some(32),
+            gil_holder: Some(40),
+            gil_in_runtime: true,
+            tstate_size: 96,
+            tstate_next: 8,
+            tstate_interp: 16,
+            tstate_frame: 24,
+            tstate_native_thread_id: 32,
+            tstate_current_exception: Some(40),
+            tstate_exc_info: Some(48),
+            exc_info_is_pointer: true,
+            frame_size: 64,
+            frame_previous: 0,
+            frame_executable: 8,
+            frame_instr: 16,
+            frame_owner: 24,
+            executable_tag_mask: 3,
+            code_header_size: 64,
+            code_filename: 24,
+            code_qualname: 32,
+            code_linetable: 40,
+            code_firstlineno: 48,
+            code_adaptive: 64,
+            ob_type: 8,
+            var_ob_size: 16,
+            bytes_sval: 32,
+            unicode_state: 32,
+            unicode_length: 16,
+            unicode_ascii_size: 40,
+            unicode_compact_size: 56,
+            ..Offsets::default()
+        }
+    }
+
+    /// A well-formed interpreter image (runtime, interpreter, 4 threads, frame chains,
+    /// code objects, strings), then the same image with more and more words replaced
+    /// by random values: whatever the sampler reads, it must neither panic nor loop,
+    /// and the file must stay valid.
+    #[test]
+    fn corrupted_memory_never_panics() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        const SIZE: usize = 1 << 14;
+        let (ra, rb, rc, rd) = (0x10_0000u64, 0x20_0000u64, 0x30_0000u64, 0x40_0000u64);
+        let types = Types {
+            code: 0x50_0008,
+            unicode: 0x50_0010,
+            bytes: 0x50_0018,
+            none: 0x50_0020,
+        };
+        let mut image = FakeMemory::new();
+        for r in [ra, rb, rc, rd] {
+            image.map(r, vec![0; SIZE]);
+        }
+        let interp = ra + 0x100;
+        image.put_u64(ra + 8, interp);
+        image.put_u64(ra + 32, 1); // GIL locked, by thread 0
+        image.put_u64(ra + 40, ra + 0x200);
+        image.put_u64(interp + 16, ra + 0x200);
+        // strings and location table
+        let put_str = |m: &mut FakeMemory, at: u64, text: &[u8]| {
+            m.put_u64(at + 8, types.unicode);
+            m.put_u64(at + 16, text.len() as u64);
+            m.put(at + 32, &((1u32 << 2) | (1 << 5) | (1 << 6)).to_ne_bytes());
+            m.put(at + 40, text);
+        };
+        put_str(&mut image, rd, b"file.py");
+        for c in 0..4u64 {
+            put_str(
+                &mut image,
+                rd + 0x100 * (c + 1),
+                format!("func{c}").as_bytes(),
+            );
+        }
+        image.put_u64(rd + 0x800 + 8, types.bytes);
+        image.put_u64(rd + 0x800 + 16, 2);
+        image.put(rd + 0x800 + 32, &[0x80 | (13 << 3) | 7, 2]);
+        for c in 0..4u64 {
+            let code = rc + 0x200 * c;
+            image.put_u64(code + 8, types.code);
+            image.put_u64(code + 16, 8);
+            image.put_u64(code + 24, rd);
+            image.put_u64(code + 32, rd + 0x100 * (c + 1));
+            image.put_u64(code + 40, rd + 0x800);
+            image.put(code + 48, &1i32.to_ne_bytes());
+        }
+        for t in 0..4u64 {
+            let ts = ra + 0x200 + 0x100 * t;
+            let next = if t < 3 { ts + 0x100 } else { 0 };
+            image.put_u64(ts + 8, next);
+            image.put_u64(ts + 16, interp);
+            image.put_u64(ts + 32, 100 + t);
+            // frames: a chain of 20 + 10t frames, each caller just below its callee
+            let depth = 20 + 10 * t;
+            let base = rb + 0x1000 * t;
+            for j in 0..depth {
+                let f = base + 64 * j;
+                image.put_u64(f, if j == 0 { 0 } else { f - 64 });
+                let code = rc + 0x200 * (j % 4);
+                image.put_u64(f + 8, code);
+                image.put_u64(f + 16, code + 64 + 2 * (j % 8));
+            }
+            image.put_u64(ts + 24, base + 64 * (depth - 1));
+        }
+        let dir = std::env::temp_dir().join(format!("tach-garbage-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for round in 0..40u64 {
+            let mut mem = image.clone();
+            // round 0: intact; then up to 200 random words per region
+            for _ in 0..round * 5 {
+                let region = [ra, rb, rc, rd][(rand() % 4) as usize];
+                let at = region + (rand() % (SIZE as u64 / 8)) * 8;
+                let v = match rand() % 4 {
+                    0 => [ra, rb, rc, rd][(rand() % 4) as usize] + rand() % SIZE as u64,
+                    1 => rand() % 8,
+                    2 => types.code,
+                    _ => rand(),
+                };
+                mem.put_u64(at, v);
+            }
+            let target = Target {
+                mem: Box::new(mem),
+                layout: Box::new(TestLayout(offsets())),
+                runtime: ra,
+                types,
+                pid: 100,
+                opcodes: None,
+            };
+            let path = dir.join(format!("g{round}.tach"));
+            let mut opts = RecordOptions::new(&path);
+            opts.all_threads = true;
+            opts.mode = [
+                ProfilingMode::Wall,
+                ProfilingMode::Gil,
+                ProfilingMode::Exception,
+            ][(round % 3) as usize];
+            let mut s = Sampler::new(target, opts).unwrap();
+            for t in 0..50 {
+                s.tick(1000 + t);
+            }
+            let stats = s.finish(1_000_000);
+            assert_eq!(stats.ticks, 50);
+            assert!(stats.error.is_none());
+            if round == 0 {
+                // the intact image: every thread sampled at every tick, full stacks
+                assert_eq!(
+                    (stats.samples, stats.dropped, stats.error_ticks),
+                    (200, 0, 0)
+                );
+            }
+            let f = crate::tach::TachFile::open(&path).unwrap();
+            let samples = f.collect_samples().unwrap();
+            if round == 0 {
+                let depths: Vec<usize> = samples.iter().take(4).map(|s| s.stack.len()).collect();
+                assert_eq!(depths, [20, 30, 40, 50]);
+                assert_eq!(samples[0].status, HAS_GIL | UNKNOWN | MAIN_THREAD);
+                assert_eq!(f.funcname(samples[0].stack[0]), "func3");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

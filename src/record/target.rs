@@ -171,3 +171,21 @@ pub fn this_process(
         opcodes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::memory::FakeMemory;
+    use super::*;
+
+    #[test]
+    fn unsupported_versions_get_a_clear_error() {
+        let mem = FakeMemory::new();
+        for v in [(3, 10, 0), (3, 12, 4), (3, 16, 0), (2, 7, 18)] {
+            let e = detect_layout(&mem, 0x1000, v).err().expect("must refuse");
+            assert!(e.contains("not supported"), "{v:?}: {e}");
+        }
+        // 3.13+: no readable _Py_DebugOffsets is an error, not a crash.
+        let e = detect_layout(&mem, 0x1000, (3, 14, 0)).err().unwrap();
+        assert!(e.contains("_Py_DebugOffsets"), "{e}");
+    }
+}
