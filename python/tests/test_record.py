@@ -441,11 +441,14 @@ def test_modes_cpu_and_gil(tmp_path):
     check_header(cpu, mode="cpu", features=["all_threads"])
     st = stacks(cpu)
     assert st and all(status & ON_CPU and not status & UNKNOWN for _, status, _ in st)
-    # sleeping threads are on CPU (or runnable) only for moments; CPU workers always
+    # The two sleeping threads are running (or runnable, waiting for a CPU: also "R"
+    # in /proc) only for moments: far fewer samples than ticks. (How few depends on
+    # the load of the machine.)
     sleep_line = line_of(script, "# SLEEP")
     asleep = sum(1 for _, _, s in st if s and s[0] == ("script.py", "sleeper", sleep_line))
-    spinning = sum(1 for _, _, s in st if "cpu_worker" in funcs(s))
-    assert asleep < 0.5 * spinning, (asleep, spinning)
+    ticks = cpu["stats"]["sample_rate"] * cpu["stats"]["duration_sec"]
+    assert asleep < 0.5 * 2 * ticks, (asleep, ticks)
+    assert any("cpu_worker" in funcs(s) for _, _, s in st)
     _, gil = run_recorded(tmp_path, script, "-a", "--mode", "gil", out="gil.tach")
     check_header(gil, mode="gil", features=["all_threads"])
     st = stacks(gil)
