@@ -357,7 +357,8 @@ def test_exceptions_and_exception_mode(tmp_path):
     assert len(st) > 100
     assert all(status & HAS_EXCEPTION for _, status, _ in st)
     assert sum(1 for _, _, s in st if s and s[0][2] == calm) < 0.02 * len(st)
-    assert sum(1 for _, _, s in st if s and s[0][2] == handling) > 0.5 * len(st)
+    # the except block: its loop line and its body
+    assert sum(1 for _, _, s in st if s and s[0][2] in (handling - 1, handling)) > 0.8 * len(st)
 
 
 def test_callbacks_from_c_sorted_key(tmp_path):

@@ -154,6 +154,7 @@ pub struct Sampler {
     window: Window,
     codes: Vec<u64>,
     code_slot: Vec<usize>,
+    small_buf: Vec<u8>,
 }
 
 const PAGE: u64 = 4096;
@@ -239,6 +240,35 @@ impl Window {
     }
 }
 
+/// Offset and length of the interpreter fields a tick reads (id, next, threads head).
+fn interp_span(o: &Offsets) -> (u64, usize) {
+    let lo = o.interp_id.min(o.interp_next).min(o.interp_threads_head);
+    let hi = o.interp_id.max(o.interp_next).max(o.interp_threads_head) + 8;
+    (lo, (hi - lo) as usize)
+}
+
+/// Offset (from the runtime or the interpreter) and length of the GIL's `locked` flag
+/// and `last_holder`, when known.
+fn gil_span(o: &Offsets) -> Option<(u64, usize)> {
+    let (l, h) = (o.gil_locked?, o.gil_holder?);
+    let lo = l.min(h);
+    let hi = (l + 4).max(h + 8);
+    Some((lo, (hi - lo) as usize))
+}
+
+/// (locked, holder) from the bytes of [`gil_span`] starting at offset `lo`.
+fn gil_fields(o: &Offsets, bytes: &[u8], lo: u64) -> (bool, u64) {
+    let locked = o
+        .gil_locked
+        .and_then(|off| field_i32(bytes, off - lo))
+        .unwrap_or(0);
+    let holder = o
+        .gil_holder
+        .and_then(|off| field_u64(bytes, off - lo))
+        .unwrap_or(0);
+    (locked != 0, holder)
+}
+
 /// Monotonic clock in microseconds (CPython's `time.perf_counter` on Linux).
 pub fn monotonic_us() -> u64 {
     let mut ts = libc::timespec {
@@ -288,6 +318,7 @@ impl Sampler {
             window: Window::default(),
             codes: Vec::with_capacity(64),
             code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
+            small_buf: Vec::with_capacity(256),
         })
     }
 
@@ -303,23 +334,49 @@ impl Sampler {
 
     fn sample_all(&mut self, now_us: u64) -> Result<bool, ReadError> {
         let o = self.target.layout.offsets().clone();
-        let mem = &*self.target.mem;
         let mut ok = true;
-        let mut interp = mem.read_ptr(
-            self.target
-                .runtime
-                .wrapping_add(o.runtime_interpreters_head),
-        )?;
+        // One read for the runtime's fields (and 3.11's GIL, which lives there), one per
+        // interpreter for its fields (and the GIL from 3.12): system calls are the cost.
+        let runtime = self.target.runtime;
+        let gil = gil_span(&o);
+        let mut ranges = vec![(runtime.wrapping_add(o.runtime_interpreters_head), 8)];
+        if let (true, Some((lo, len))) = (o.gil_in_runtime, gil) {
+            ranges.push((runtime.wrapping_add(lo), len));
+        }
+        let mut buf = std::mem::take(&mut self.small_buf);
+        buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
+        if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+            self.small_buf = buf;
+            return Err(ReadError::Invalid("runtime unreadable"));
+        }
+        let mut interp = field_u64(&buf, 0).unwrap_or(0);
+        let mut gil_state = match (o.gil_in_runtime, gil) {
+            (true, Some((lo, _))) => Some(gil_fields(&o, &buf[8..], lo)),
+            _ => None,
+        };
         self.seen_tids.clear();
+        let (ilo, ilen) = interp_span(&o);
         let mut n_interp = 0;
         while interp != 0 && n_interp < MAX_INTERPRETERS {
             n_interp += 1;
-            let interp_id = self.target.mem.read_u64(interp.wrapping_add(o.interp_id))? as u32;
-            let (gil_locked, gil_holder) = self.read_gil(&o, interp);
-            let mut tstate = self
-                .target
-                .mem
-                .read_u64(interp.wrapping_add(o.interp_threads_head))?;
+            ranges.clear();
+            ranges.push((interp.wrapping_add(ilo), ilen));
+            if let (false, Some((lo, len))) = (o.gil_in_runtime, gil) {
+                ranges.push((interp.wrapping_add(lo), len));
+            }
+            buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
+            if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+                ok = false;
+                break;
+            }
+            let field = |off: u64| field_u64(&buf, off - ilo).unwrap_or(0);
+            let interp_id = field(o.interp_id) as u32;
+            let mut tstate = field(o.interp_threads_head);
+            let next_interp = field(o.interp_next);
+            if let (false, Some((lo, _))) = (o.gil_in_runtime, gil) {
+                gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
+            }
+            let (gil_locked, gil_holder) = gil_state.unwrap_or((false, 0));
             let mut n = 0;
             while tstate != 0 && n < MAX_THREADS {
                 n += 1;
@@ -350,34 +407,15 @@ impl Sampler {
                 }
                 tstate = next;
             }
-            interp = self
-                .target
-                .mem
-                .read_u64(interp.wrapping_add(o.interp_next))?;
+            interp = next_interp;
         }
+        self.small_buf = buf;
         // Forget /proc handles of threads that are gone.
         if self.proc_stat.len() > self.seen_tids.len() {
             let seen = &self.seen_tids;
             self.proc_stat.retain(|tid, _| seen.contains(tid));
         }
         Ok(ok)
-    }
-
-    fn read_gil(&self, o: &Offsets, interp: u64) -> (bool, u64) {
-        let base = if o.gil_in_runtime {
-            self.target.runtime
-        } else {
-            interp
-        };
-        let locked = o
-            .gil_locked
-            .and_then(|off| self.target.mem.read_u32(base.wrapping_add(off)).ok())
-            .unwrap_or(0);
-        let holder = o
-            .gil_holder
-            .and_then(|off| self.target.mem.read_u64(base.wrapping_add(off)).ok())
-            .unwrap_or(0);
-        (locked != 0, holder)
     }
 
     /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as
