@@ -11,6 +11,9 @@ import sys
 from . import _record
 
 
+_VALUE_OPTIONS = {"-o", "--output", "-r", "--rate", "--mode", "--compression", "-d", "--duration"}
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="python -m tach", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -27,9 +30,33 @@ def _parser():
     run.add_argument("--compression", choices=_record._COMPRESSIONS, default="auto")
     run.add_argument("-d", "--duration", type=float, help="stop sampling after SECONDS")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary line")
-    run.add_argument("-m", dest="module", help="run a library module as a script")
-    run.add_argument("args", nargs=argparse.REMAINDER, help="script and its arguments")
     return p
+
+
+def _split(argv):
+    """Splits `run` arguments into tach's options and the program: everything from the
+    script (or `-m module`) on belongs to the program, even options like `-q`."""
+    if not argv or argv[0] != "run":
+        return argv, None, []
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return argv[:i], None, argv[i + 1:]
+        if a == "-m":
+            if i + 1 >= len(argv):
+                return argv[:i], None, []
+            return argv[:i], argv[i + 1], argv[i + 2:]
+        if a.startswith("-m") and len(a) > 2 and not a.startswith("--"):
+            return argv[:i], a[2:], argv[i + 1:]
+        if a in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            i += 1
+            continue
+        return argv[:i], None, argv[i:]
+    return argv, None, []
 
 
 def _sigterm(signum, frame):
@@ -56,11 +83,12 @@ def _exec_script(path, args):
 
 
 def main(argv=None):
-    opts = _parser().parse_args(argv)
-    if opts.module is None and not opts.args:
-        _parser().error("run needs a script or -m module")
-    if opts.module is None and opts.args and opts.args[0] == "--":
-        opts.args = opts.args[1:]
+    argv = sys.argv[1:] if argv is None else list(argv)
+    own, module, program = _split(argv)
+    parser = _parser()
+    opts = parser.parse_args(own)
+    if module is None and not program:
+        parser.error("run needs a script or -m module")
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _sigterm)
     _record.start(
@@ -74,12 +102,12 @@ def main(argv=None):
         quiet=opts.quiet,
     )
     try:
-        if opts.module is not None:
-            sys.argv[:] = [opts.module] + list(opts.args)
+        if module is not None:
+            sys.argv[:] = [module] + list(program)
             sys.path.insert(0, os.getcwd())
-            runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            _exec_script(opts.args[0], opts.args[1:])
+            _exec_script(program[0], program[1:])
     finally:
         _record.stop()
 

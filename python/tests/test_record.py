@@ -744,11 +744,13 @@ def test_module_mode(tmp_path):
     """))
     out = tmp_path / "m.tach"
     proc = subprocess.run(
-        [sys.executable, "-m", "tach", "run", "-o", str(out), "-m", "mypkg", "a", "b"],
+        [sys.executable, "-m", "tach", "run", "-o", str(out), "-m", "mypkg", "a", "-q", "-o", "x"],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "args ['a', 'b']" in proc.stdout
+    # options after the module are the module's, not tach's
+    assert "args ['a', '-q', '-o', 'x']" in proc.stdout
+    assert "samples in" in proc.stderr
     data = _native.load(str(out))
     assert any(f[1] == "work" and f[0].endswith("__main__.py") for f in data["frames"])
 

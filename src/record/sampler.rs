@@ -159,7 +159,7 @@ pub struct Sampler {
 
 const PAGE: u64 = 4096;
 /// Pages read at the first frame of a walk; doubled at each miss, up to the maximum.
-const WINDOW_MIN_PAGES: u64 = 2;
+const WINDOW_MIN_PAGES: u64 = 1;
 const WINDOW_MAX_PAGES: u64 = 16;
 
 /// A copy of the memory just below (and including) a frame.
