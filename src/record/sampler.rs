@@ -155,6 +155,8 @@ pub struct Sampler {
     codes: Vec<u64>,
     code_slot: Vec<usize>,
     small_buf: Vec<u8>,
+    /// (interpreter, thread state) of the main thread, once found.
+    main_tstate: Option<(u64, u64)>,
 }
 
 const PAGE: u64 = 4096;
@@ -319,6 +321,7 @@ impl Sampler {
             codes: Vec::with_capacity(64),
             code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
             small_buf: Vec::with_capacity(256),
+            main_tstate: None,
         })
     }
 
@@ -377,6 +380,35 @@ impl Sampler {
                 gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
             }
             let (gil_locked, gil_holder) = gil_state.unwrap_or((false, 0));
+            // Main thread only: go straight to the main thread's state found at an
+            // earlier tick (it lives as long as the interpreter), checking that it still
+            // is what it was, rather than reading every thread state to find it again.
+            if !self.opts.all_threads {
+                if let Some((i, ts)) = self.main_tstate {
+                    let still = i == interp
+                        && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
+                        && field_u64(&self.tstate_buf, o.tstate_interp) == Some(interp)
+                        && field_u64(&self.tstate_buf, o.tstate_native_thread_id)
+                            == Some(self.target.pid);
+                    if still {
+                        let tid = self.target.pid;
+                        if self
+                            .sample_thread(
+                                &o, ts, tid, interp_id, now_us, true, gil_locked, gil_holder,
+                            )
+                            .is_err()
+                        {
+                            self.stats.dropped += 1;
+                            ok = false;
+                        }
+                        interp = next_interp;
+                        continue;
+                    }
+                    if i == interp {
+                        self.main_tstate = None;
+                    }
+                }
+            }
             let mut n = 0;
             while tstate != 0 && n < MAX_THREADS {
                 n += 1;
@@ -403,6 +435,12 @@ impl Sampler {
                             self.stats.dropped += 1;
                             ok = false;
                         }
+                    }
+                    if !self.opts.all_threads {
+                        if self.main_tstate.is_none() {
+                            self.main_tstate = Some((interp, tstate));
+                        }
+                        break;
                     }
                 }
                 tstate = next;
@@ -1032,7 +1070,8 @@ mod tests {
             };
             let path = dir.join(format!("g{round}.tach"));
             let mut opts = RecordOptions::new(&path);
-            opts.all_threads = true;
+            // every fourth round: the main thread only (its cached thread state)
+            opts.all_threads = round % 4 != 3;
             opts.mode = [
                 ProfilingMode::Wall,
                 ProfilingMode::Gil,
