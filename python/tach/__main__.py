@@ -1,4 +1,4 @@
-"""python -m tach run [-o OUT] [-r RATE] [--mode MODE] [-a] [--opcodes]
+"""python -m tach run [-o OUT] [-r RATE] [--mode MODE] [-a] [--opcodes] [--no-gc]
                      [--compression C] [-d SECONDS] (script.py | -m module) ARGS...
 """
 
@@ -27,6 +27,7 @@ def _parser():
     run.add_argument("--mode", choices=_record._MODES, default="wall")
     run.add_argument("-a", "--all-threads", action="store_true", help="sample every thread, not only the main one")
     run.add_argument("--opcodes", action="store_true", help="record the base opcode of each frame")
+    run.add_argument("--no-gc", dest="gc", action="store_false", help="no <GC> frames")
     run.add_argument("--compression", choices=_record._COMPRESSIONS, default="auto")
     run.add_argument("-d", "--duration", type=float, help="stop sampling after SECONDS")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary line")
@@ -97,6 +98,7 @@ def main(argv=None):
         mode=opts.mode,
         all_threads=opts.all_threads,
         opcodes=opts.opcodes,
+        gc=opts.gc,
         compression=opts.compression,
         duration=opts.duration,
         quiet=opts.quiet,

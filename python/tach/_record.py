@@ -49,6 +49,7 @@ def start(
     mode="wall",
     all_threads=False,
     opcodes=False,
+    gc=True,
     compression="auto",
     duration=None,
     quiet=False,
@@ -57,7 +58,8 @@ def start(
 
     rate: samples per second (or give ``interval_us``); mode: wall, cpu, gil or
     exception; all_threads: sample every thread, not only the main one; opcodes:
-    record the base opcode of each frame's current instruction; compression: auto,
+    record the base opcode of each frame's current instruction; gc: mark garbage
+    collection with a ``<GC>`` frame (CPython's default); compression: auto,
     zstd or none; duration: stop sampling after this many seconds; quiet: do not print
     the summary line at stop.
     """
@@ -82,6 +84,7 @@ def start(
         compression=compression,
         duration=duration,
         hidden=[_PACKAGE_DIR],
+        gc=bool(gc),
     )
     _state["quiet"] = quiet
     if not _state["atexit"]:

@@ -72,10 +72,10 @@ def line_of(path, marker):
     raise AssertionError(f"{marker!r} not in {path}")
 
 
-def check_header(data, mode="wall", features=()):
+def check_header(data, mode="wall", features=(), gc=True):
     assert data["python_version"] == tuple(sys.version_info[:3])
     assert data["mode"] == mode
-    assert sorted(data["features"]) == sorted(features)
+    assert sorted(data["features"]) == sorted(list(features) + (["gc"] if gc else []))
     assert data["stats"] is not None
     assert data["sample_count"] == len(data["samples"])
 
@@ -522,27 +522,48 @@ def test_thousand_short_lived_threads(tmp_path):
         assert f[1] and f[0]
 
 
+GC_STRESS = """
+    import gc, time
+
+    class Node:
+        def __init__(self, other=None):
+            self.other = other
+
+    # a large heap of tracked objects, so that each collection takes a while
+    keep = [Node(Node()) for _ in range(200000)]
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < 1.5:
+        ns = {}
+        exec(f"def temp_{n % 50}(k):\\n    s = 0\\n    for i in range(k):\\n        s += i\\n    return s\\n", ns)
+        ns[f"temp_{n % 50}"](2000)
+        del ns
+        n += 1
+        if n % 100 == 0:
+            gc.collect()  # COLLECT
+    print("done", n)
+"""
+
+
 def test_gc_stress_with_execd_functions(tmp_path):
-    script = write_script(tmp_path, """
-        import gc, time
-        t0 = time.monotonic()
-        n = 0
-        while time.monotonic() - t0 < 1.5:
-            ns = {}
-            exec(f"def temp_{n % 50}(k):\\n    s = 0\\n    for i in range(k):\\n        s += i\\n    return s\\n", ns)
-            ns[f"temp_{n % 50}"](2000)
-            del ns
-            n += 1
-            if n % 100 == 0:
-                gc.collect()
-        print("done", n)
-    """)
+    script = write_script(tmp_path, GC_STRESS)
     proc, data = run_recorded(tmp_path, script, "-r", "5000")
     assert "done" in proc.stdout
+    check_header(data)
     names = {f[1] for f in data["frames"]}
     assert any(n.startswith("temp_") for n in names)
     # a temp_N frame always carries the <string> file of exec
     assert all(f[0] == "<string>" for f in data["frames"] if f[1].startswith("temp_"))
+    # collections show as a <GC> frame, on top of the code that triggered them
+    gc_frames = [i for i, f in enumerate(data["frames"]) if f[:2] == ("~", "<GC>")]
+    assert len(gc_frames) == 1 and data["frames"][gc_frames[0]][2:] == (None,) * 5
+    collect = line_of(script, "# COLLECT")
+    in_gc = [s for _, _, s in stacks(data) if s and s[0][1] == "<GC>"]
+    assert len(in_gc) > 20
+    assert sum(1 for s in in_gc if s[1] == ("script.py", "<module>", collect)) > 0.5 * len(in_gc)
+    _, nogc = run_recorded(tmp_path, script, "--no-gc", out="nogc.tach")
+    check_header(nogc, gc=False)
+    assert not any(f[1] == "<GC>" for f in nogc["frames"])
 
 
 def test_fork_child_runs_on_unharmed(tmp_path):
@@ -653,7 +674,7 @@ def test_stop_start_cycles_and_api(tmp_path):
     for name in ("ctx", "deco", "dur"):
         data = _native.load(str(tmp_path / f"{name}.tach"))
         assert data["samples"]
-    assert _native.load(str(tmp_path / "deco.tach"))["features"] == ["all_threads"]
+    assert _native.load(str(tmp_path / "deco.tach"))["features"] == ["all_threads", "gc"]
     assert _native.load(str(tmp_path / "ctx.tach"))["interval_us"] == 2000
 
 

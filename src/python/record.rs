@@ -68,7 +68,7 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
 /// interpreter cannot be sampled, OSError-like RuntimeError if the file cannot be created.
 #[pyfunction]
 #[pyo3(signature = (path, interval_us=1000, mode="wall", all_threads=false, opcodes=false,
-                    compression="auto", duration=None, hidden=Vec::new()))]
+                    compression="auto", duration=None, hidden=Vec::new(), gc=true))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -80,6 +80,7 @@ fn start(
     compression: &str,
     duration: Option<f64>,
     hidden: Vec<String>,
+    gc: bool,
 ) -> PyResult<()> {
     if interval_us == 0 {
         return Err(PyValueError::new_err("interval_us must be at least 1"));
@@ -116,6 +117,7 @@ fn start(
         mode,
         all_threads,
         opcodes,
+        gc,
         compression,
         duration,
         hidden_prefixes: hidden,

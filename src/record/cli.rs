@@ -17,6 +17,8 @@ pub struct RecordCommand {
     pub mode: Option<String>,
     pub all_threads: bool,
     pub opcodes: bool,
+    /// No `<GC>` frames (`--no-gc`).
+    pub no_gc: bool,
     /// `auto`, `zstd` or `none`.
     pub compression: Option<String>,
     /// Seconds to sample for (`-d`).
@@ -33,6 +35,7 @@ impl RecordCommand {
             mode: None,
             all_threads: false,
             opcodes: false,
+            no_gc: false,
             compression: None,
             duration: None,
             argv,
@@ -64,6 +67,9 @@ impl RecordCommand {
         }
         if self.opcodes {
             cmd.arg("--opcodes");
+        }
+        if self.no_gc {
+            cmd.arg("--no-gc");
         }
         if let Some(c) = &self.compression {
             cmd.arg("--compression").arg(c);

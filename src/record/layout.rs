@@ -20,6 +20,8 @@ pub struct Offsets {
     pub interp_id: u64,
     /// `PyInterpreterState.gc.collecting`, when known.
     pub interp_gc_collecting: Option<u64>,
+    /// `PyInterpreterState.gc.frame` (3.15): the frame that triggered a collection.
+    pub interp_gc_frame: Option<u64>,
     /// Address offsets of the GIL's `locked` and `last_holder`: from `_PyRuntime` (3.11)
     /// or from the interpreter state (3.12+).
     pub gil_locked: Option<u64>,
@@ -33,6 +35,9 @@ pub struct Offsets {
     /// 3.13+: offset of `current_frame` itself.
     pub tstate_frame: u64,
     pub cframe_current_frame: Option<u64>,
+    /// 3.15: offset of `tstate->base_frame`, the pointer to the frame where every
+    /// complete frame chain ends.
+    pub tstate_base_frame: Option<u64>,
     pub tstate_thread_id: u64,
     pub tstate_native_thread_id: u64,
     pub tstate_holds_gil: Option<u64>,
@@ -191,6 +196,8 @@ impl Py311Layout {
             interp_threads_head: b.interp_threads_head,
             interp_id: b.interp_id,
             interp_gc_collecting: Some(b.interp_gc_collecting),
+            interp_gc_frame: None,
+            tstate_base_frame: None,
             gil_locked: Some(b.runtime_gil_locked),
             gil_holder: Some(b.runtime_gil_last_holder),
             gil_in_runtime: true,
@@ -340,7 +347,8 @@ impl DebugOffsetsLayout {
         o.tstate_interp = f.next()?;
         o.tstate_frame = f.next()?;
         if minor >= 15 {
-            f.skip(3); // base_frame, last_profiled_frame, last_profiled_frame_seq
+            o.tstate_base_frame = Some(f.next()?);
+            f.skip(2); // last_profiled_frame, last_profiled_frame_seq
         }
         o.tstate_thread_id = f.next()?;
         o.tstate_native_thread_id = f.next()?;
@@ -411,6 +419,9 @@ impl DebugOffsetsLayout {
         f.skip(1);
         let collecting = f.next()?;
         o.interp_gc_collecting = Some(gc + collecting);
+        if minor >= 15 {
+            o.interp_gc_frame = Some(gc + f.next()?);
+        }
         o.executable_tag_mask = if minor >= 14 { 3 } else { 0 };
         o.instr_is_prev = false;
         let sane = o.tstate_size > 0

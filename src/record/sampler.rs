@@ -51,6 +51,8 @@ pub struct RecordOptions {
     pub mode: ProfilingMode,
     pub all_threads: bool,
     pub opcodes: bool,
+    /// Mark garbage collection with a `<GC>` frame (CPython's default; `--no-gc`).
+    pub gc: bool,
     pub compression: Compression,
     /// Stop sampling (and finish the file) after this long.
     pub duration: Option<Duration>,
@@ -67,6 +69,7 @@ impl RecordOptions {
             mode: ProfilingMode::Wall,
             all_threads: false,
             opcodes: false,
+            gc: true,
             compression: Compression::Zstd,
             duration: None,
             hidden_prefixes: Vec::new(),
@@ -78,6 +81,7 @@ impl RecordOptions {
         CaptureFeatures {
             all_threads: self.all_threads,
             opcodes: self.opcodes,
+            gc: self.gc,
             ..CaptureFeatures::default()
         }
     }
@@ -125,6 +129,9 @@ pub struct RecordStats {
     pub error: Option<String>,
 }
 
+/// `RawFrame::code` of the synthetic `<GC>` frame.
+const GC_MARK: u64 = u64::MAX;
+
 /// A raw frame: where its code object is, and its instruction pointer.
 #[derive(Debug, Clone, Copy)]
 struct RawFrame {
@@ -157,6 +164,10 @@ pub struct Sampler {
     small_buf: Vec<u8>,
     /// (interpreter, thread state) of the main thread, once found.
     main_tstate: Option<(u64, u64)>,
+    /// The current interpreter's garbage collector: (collecting, triggering frame).
+    gc_state: (bool, u64),
+    /// Writer index of the `<GC>` frame, once interned.
+    gc_frame_id: Option<u32>,
 }
 
 const PAGE: u64 = 4096;
@@ -322,6 +333,8 @@ impl Sampler {
             code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
             small_buf: Vec::with_capacity(256),
             main_tstate: None,
+            gc_state: (false, 0),
+            gc_frame_id: None,
         })
     }
 
@@ -367,11 +380,30 @@ impl Sampler {
             if let (false, Some((lo, len))) = (o.gil_in_runtime, gil) {
                 ranges.push((interp.wrapping_add(lo), len));
             }
+            let gc_at = ranges.iter().map(|r| r.1).sum::<usize>();
+            let gc_fields = match (self.opts.gc, o.interp_gc_collecting) {
+                (true, Some(c)) => {
+                    ranges.push((interp.wrapping_add(c), 4));
+                    if let Some(f) = o.interp_gc_frame {
+                        ranges.push((interp.wrapping_add(f), 8));
+                    }
+                    true
+                }
+                _ => false,
+            };
             buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
             if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
                 ok = false;
                 break;
             }
+            self.gc_state = if gc_fields {
+                (
+                    field_i32(&buf, gc_at as u64).unwrap_or(0) != 0,
+                    field_u64(&buf, gc_at as u64 + 4).unwrap_or(0),
+                )
+            } else {
+                (false, 0)
+            };
             let field = |off: u64| field_u64(&buf, off - ilo).unwrap_or(0);
             let interp_id = field(o.interp_id) as u32;
             let mut tstate = field(o.interp_threads_head);
@@ -552,7 +584,37 @@ impl Sampler {
             .target
             .layout
             .current_frame(&*self.target.mem, &self.tstate_buf)?;
-        self.walk(o, frame)?;
+        let (collecting, gc_frame) = self.gc_state;
+        // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
+        // CPython puts it. Earlier versions only say that a collection runs: the thread
+        // running it holds the GIL, and the collection sits on top of its stack.
+        let gc_at =
+            (collecting && o.interp_gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
+        let complete = self.walk(o, frame, gc_at)?;
+        let base = o
+            .tstate_base_frame
+            .and_then(|off| field_u64(&self.tstate_buf, off))
+            .filter(|&b| b != 0);
+        if let (Some(base), Some(last)) = (base, complete) {
+            // A chain that does not end at the thread's base frame was torn by a call
+            // or return during the read (CPython's check too).
+            if last != base {
+                return Err(ReadError::Invalid(
+                    "frame chain does not end at the base frame",
+                ));
+            }
+        }
+        if collecting && o.interp_gc_frame.is_none() && has_gil {
+            self.raw.insert(
+                0,
+                RawFrame {
+                    code: GC_MARK,
+                    instr: 0,
+                    owner: 0,
+                },
+            );
+            self.raw.truncate(MAX_STACK_DEPTH);
+        }
         self.resolve_stack(o)?;
         match self
             .writer
@@ -568,13 +630,32 @@ impl Sampler {
         Ok(())
     }
 
-    /// Collects the raw frames of a chain, innermost first.
-    fn walk(&mut self, o: &Offsets, mut frame: u64) -> Result<(), ReadError> {
+    /// Collects the raw frames of a chain, innermost first, with a `<GC>` frame just
+    /// inside `gc_frame`. Returns the last frame of the chain when it was walked to its
+    /// end (not cut at the depth limit).
+    fn walk(
+        &mut self,
+        o: &Offsets,
+        mut frame: u64,
+        gc_frame: Option<u64>,
+    ) -> Result<Option<u64>, ReadError> {
         self.raw.clear();
         self.window.clear();
         let fsize = o.frame_size as usize;
         let mut steps = 0;
+        let mut last = 0;
         while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
+            last = frame;
+            if gc_frame == Some(frame) {
+                self.raw.push(RawFrame {
+                    code: GC_MARK,
+                    instr: 0,
+                    owner: 0,
+                });
+                if self.raw.len() >= MAX_STACK_DEPTH {
+                    break;
+                }
+            }
             steps += 1;
             if steps > MAX_WALK {
                 return Err(ReadError::Invalid("frame chain too long (a cycle?)"));
@@ -610,7 +691,7 @@ impl Sampler {
             }
             frame = prev;
         }
-        Ok(())
+        Ok((frame == 0).then_some(last))
     }
 
     /// Turns the raw frames into writer frame indices in `self.stack`.
@@ -633,6 +714,10 @@ impl Sampler {
         self.codes.clear();
         self.code_slot.clear();
         for f in &self.raw {
+            if f.code == GC_MARK {
+                self.code_slot.push(usize::MAX);
+                continue;
+            }
             let slot = match self.codes.iter().position(|&c| c == f.code) {
                 Some(k) => k,
                 None => {
@@ -648,7 +733,9 @@ impl Sampler {
         }
         if read_units {
             for f in &self.raw {
-                self.ranges.push((f.instr, 2));
+                if f.code != GC_MARK {
+                    self.ranges.push((f.instr, 2));
+                }
             }
         }
         let units_at = hsize * self.codes.len();
@@ -671,7 +758,23 @@ impl Sampler {
         // (code, instr, frame index or None if left out) of the previous frame: deep
         // recursion repeats the same frame many times.
         let mut last: Option<(u64, u64, Option<u32>)> = None;
+        // Index of the frame's code unit in the batched read (GC marks have none).
+        let mut unit = 0usize;
         for (i, f) in self.raw.iter().enumerate() {
+            if f.code == GC_MARK {
+                let id = match self.gc_frame_id {
+                    Some(id) => id,
+                    None => {
+                        let id = self.writer.frame("~", "<GC>", None, None);
+                        self.gc_frame_id = Some(id);
+                        id
+                    }
+                };
+                self.stack.push(id);
+                continue;
+            }
+            let unit_at = units_at + 2 * unit;
+            unit += 1;
             if let Some((c, ip, id)) = last {
                 if c == f.code && ip == f.instr && !read_units {
                     if let Some(id) = id {
@@ -716,7 +819,7 @@ impl Sampler {
                 Some(t) => match &entry.instr_starts {
                     Some(starts) => starts.get(index as usize).map(|s| s.1).unwrap_or(255),
                     None => {
-                        let unit = header_unit(&self.header_buf, units_at + 2 * i);
+                        let unit = header_unit(&self.header_buf, unit_at);
                         t.deopt[unit as usize]
                     }
                 },
