@@ -83,15 +83,7 @@ def _exec_script(path, args):
     exec(code, main.__dict__)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    own, module, program = _split(argv)
-    parser = _parser()
-    opts = parser.parse_args(own)
-    if module is None and not program:
-        parser.error("run needs a script or -m module")
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _sigterm)
+def _start(opts):
     _record.start(
         opts.output,
         rate=opts.rate,
@@ -103,6 +95,25 @@ def main(argv=None):
         duration=opts.duration,
         quiet=opts.quiet,
     )
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    own, module, program = _split(argv)
+    parser = _parser()
+    opts = parser.parse_args(own)
+    if module is None and not program:
+        parser.error("run needs a script or -m module")
+    if module is None and not os.path.isfile(program[0]):
+        print(f"tach: can't open file {program[0]!r}: no such file", file=sys.stderr)
+        sys.exit(2)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        _start(opts)
+    except (RuntimeError, ValueError) as e:
+        print(f"tach: cannot record: {e}", file=sys.stderr)
+        sys.exit(2)
     try:
         if module is not None:
             sys.argv[:] = [module] + list(program)
