@@ -732,7 +732,7 @@ def test_file_is_finalized_on_exit_paths(tmp_path, how, code):
     else:
         assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
     data = _native.load(str(out))
-    assert 100 < len(data["samples"]) < 3000
+    assert 20 < len(data["samples"]) < 3000  # 0.3 s at 1 kHz, on a possibly busy machine
     assert data["stats"]["duration_sec"] < 4
 
 
