@@ -1,2 +1,6 @@
 pub mod export;
+pub mod record;
 pub mod tach;
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,20 @@
+"""tach: an in-process sampling profiler that writes CPython 3.15's TACH files.
+
+    import tach
+    tach.start("out.tach")          # sample the main thread at 1 kHz, wall-clock
+    ...
+    stats = tach.stop()             # finishes the file, returns its statistics
+
+    with tach.profile("out.tach", all_threads=True):
+        ...
+
+    @tach.profile("out.tach", mode="cpu")
+    def main(): ...
+
+Or from the command line: ``python -m tach run -o out.tach script.py args...``.
+The files replay with ``python3.15 -m profiling.sampling replay``.
+"""
+
+from ._record import describe, is_running, profile, start, stop
+
+__all__ = ["start", "stop", "profile", "is_running", "describe"]

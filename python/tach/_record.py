@@ -1,0 +1,151 @@
+"""The Python face of the recorder (the sampling itself is native: tach._native)."""
+
+import atexit
+import functools
+import os
+import sys
+
+from . import _native
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_MODES = ("wall", "cpu", "gil", "exception")
+_COMPRESSIONS = ("auto", "zstd", "none")
+
+_state = {"atexit": False, "quiet": False}
+
+
+def _after_fork_in_child():
+    _native._after_fork_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _format_size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def summary_line(stats):
+    """One line: samples, achieved rate, dropped samples, file size, path."""
+    return (
+        f"tach: {stats['samples']:,} samples in {stats['duration_sec']:.2f} s "
+        f"({stats['sample_rate']:.1f} Hz achieved), "
+        f"{stats['dropped']:,} dropped ({stats['error_rate']:.2f}% ticks with errors, "
+        f"{stats['missed_samples']:.2f}% missed), "
+        f"{_format_size(stats['file_size'])} written to {stats['path']}"
+    )
+
+
+def start(
+    path=None,
+    *,
+    rate=1000,
+    interval_us=None,
+    mode="wall",
+    all_threads=False,
+    opcodes=False,
+    gc=True,
+    compression="auto",
+    duration=None,
+    quiet=False,
+):
+    """Start recording into ``path`` (default ``tach_<pid>.tach``).
+
+    rate: samples per second (or give ``interval_us``); mode: wall, cpu, gil or
+    exception; all_threads: sample every thread, not only the main one; opcodes:
+    record the base opcode of each frame's current instruction; gc: mark garbage
+    collection with a ``<GC>`` frame (CPython's default); compression: auto,
+    zstd or none; duration: stop sampling after this many seconds; quiet: do not print
+    the summary line at stop.
+    """
+    if path is None:
+        path = f"tach_{os.getpid()}.tach"
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {', '.join(_MODES)}, not {mode!r}")
+    if compression not in _COMPRESSIONS:
+        raise ValueError(
+            f"compression must be one of {', '.join(_COMPRESSIONS)}, not {compression!r}"
+        )
+    if interval_us is None:
+        if not rate or rate <= 0:
+            raise ValueError("rate must be a positive number of samples per second")
+        interval_us = max(1, round(1_000_000 / rate))
+    _native.start(
+        os.fspath(path),
+        interval_us=int(interval_us),
+        mode=mode,
+        all_threads=bool(all_threads),
+        opcodes=bool(opcodes),
+        compression=compression,
+        duration=duration,
+        hidden=[_PACKAGE_DIR],
+        gc=bool(gc),
+    )
+    _state["quiet"] = quiet
+    if not _state["atexit"]:
+        atexit.register(_stop_at_exit)
+        _state["atexit"] = True
+
+
+def stop(*, quiet=None):
+    """Stop recording and finish the file. Returns a dict of statistics, or None if
+    nothing was recording."""
+    stats = _native.stop()
+    if stats is None:
+        return None
+    if quiet is None:
+        quiet = _state["quiet"]
+    if not quiet:
+        print(summary_line(stats), file=sys.stderr)
+        if stats.get("error"):
+            print(f"tach: error: {stats['error']}", file=sys.stderr)
+    return stats
+
+
+def _stop_at_exit():
+    try:
+        stop()
+    except Exception as e:  # never turn interpreter exit into a traceback
+        print(f"tach: could not finish the recording: {e}", file=sys.stderr)
+
+
+def is_running():
+    return _native.is_running()
+
+
+def describe():
+    """How the recorder reads this interpreter (raises RuntimeError if it cannot)."""
+    return _native.describe()
+
+
+class profile:
+    """Record a block or a function: ``with tach.profile(path, **options):`` or
+    ``@tach.profile(path, **options)``. Options are those of :func:`start`."""
+
+    def __init__(self, path=None, **options):
+        self.path = path
+        self.options = options
+        self.stats = None
+
+    def __enter__(self):
+        start(self.path, **self.options)
+        return self
+
+    def __exit__(self, *exc):
+        self.stats = stop()
+        return False
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with profile(self.path, **self.options) as p:
+                result = func(*args, **kwargs)
+            self.stats = p.stats
+            return result
+
+        return wrapper

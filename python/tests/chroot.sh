@@ -1,0 +1,40 @@
+#!/bin/sh
+# Cross-builds the extension for CPython 3.13, 3.14 or 3.15 on the host (against the
+# chroot's headers; the chroot has no Rust) and runs the recorder's test suite there.
+#
+# Usage: python/tests/chroot.sh 3.13|3.14|3.15 [pytest args...]
+# Needs: the host's .venv with pytest (python/tests/run.sh makes it), and
+# /work/shared/tools/cpython-chroot. Exit status 3 when the chroot is unavailable.
+set -eu
+ver=$1
+shift
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+chroot_tool=${TACH_CHROOT_TOOL:-/work/shared/tools/cpython-chroot}
+chroot_dir=${TACH_CPYTHON_CHROOT:-/var/tmp/cpython-chroot}
+inc="$chroot_dir/usr/include/python$ver"
+[ -x "$chroot_tool" ] && [ -f "$inc/Python.h" ] || { echo "no CPython $ver chroot" >&2; exit 3; }
+nodot=$(echo "$ver" | tr -d .)
+stage="$root/.chroot-build/$ver"
+export CARGO_TARGET_DIR="${TACH_CROSS_TARGET_DIR:-$root/.chroot-build/target}"
+mkdir -p "$stage/tach"
+cat > "$stage/pyo3-config.txt" <<EOF
+implementation=CPython
+version=$ver
+shared=false
+abi3=false
+lib_name=python$ver
+pointer_width=64
+build_flags=
+suppress_build_script_link_lines=true
+EOF
+PYO3_CONFIG_FILE="$stage/pyo3-config.txt" \
+TACH_PYTHON_INCLUDE="$inc" \
+TACH_PYTHON_INCLUDE_AFTER="$chroot_dir/usr/include" \
+    cargo build -q --lib --features python,pyo3/extension-module
+cp python/tach/*.py "$stage/tach/"
+cp "$CARGO_TARGET_DIR/debug/libtach.so" "$stage/tach/_native.cpython-$nodot-x86_64-linux-gnu.so"
+# pytest is pure Python: borrow the host venv's copy.
+site=$(.venv/bin/python -c "import pytest, os; print(os.path.dirname(os.path.dirname(pytest.__file__)))")
+exec "$chroot_tool" run -- env PYTHONPATH="$stage:$site" "python$ver" -m pytest \
+    -p no:cacheprovider --basetemp="$root/.pytest-tmp-$ver" python/tests "$@"

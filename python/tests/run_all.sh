@@ -1,0 +1,20 @@
+#!/bin/sh
+# The recorder's whole test suite: CPython 3.11 on the host, then 3.13, 3.14 and 3.15
+# through the CPython chroot when it is available (skipped, not failed, when it is not).
+# Usage: python/tests/run_all.sh [pytest args...]     (about 5 minutes on 2 cores)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+status=0
+echo "== CPython 3.11 (host)"
+"$here/run.sh" "$@" || status=1
+for v in 3.13 3.14 3.15; do
+    echo "== CPython $v (chroot)"
+    "$here/chroot.sh" "$v" "$@"
+    rc=$?
+    case $rc in
+        0) ;;
+        3) echo "   skipped: no CPython $v chroot here" ;;
+        *) status=1 ;;
+    esac
+done
+exit $status

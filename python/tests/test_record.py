@@ -1,0 +1,830 @@
+"""Integration tests of the in-process recorder, on real scripts.
+
+Every recorded program runs in a subprocess with a timeout: a deadlock fails the test
+(the watchdog) instead of hanging the suite. Files are read back with
+``tach._native.load``, which runs the full verification of the Rust reader first.
+
+Run: see docs/recorder.md ("Tests"), e.g. ``python/tests/run.sh``.
+"""
+
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import tach
+from tach import _native
+
+TIMEOUT = 90  # seconds; the watchdog for every recorded program
+
+HAS_GIL, ON_CPU, UNKNOWN, GIL_REQUESTED, HAS_EXCEPTION, MAIN_THREAD = 1, 2, 4, 8, 16, 32
+
+CHROOT = "/work/shared/tools/cpython-chroot"
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def write_script(tmp_path, text, name="script.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def run_recorded(tmp_path, script, *options, out="out.tach", env=None, check=True, timeout=TIMEOUT):
+    """Runs ``python -m tach run -o OUT OPTIONS script`` and loads the result."""
+    out_path = tmp_path / out
+    cmd = [sys.executable, "-m", "tach", "run", "-o", str(out_path), *options, str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=env)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc, _native.load(str(out_path))
+
+
+def run_python(tmp_path, text, timeout=TIMEOUT, **kw):
+    """Runs a Python program (which uses the tach API itself) under the watchdog."""
+    script = write_script(tmp_path, text, name="prog.py")
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path, **kw
+    )
+
+
+def stacks(data):
+    """[(thread_id, status, [(file basename, funcname, lineno), ...innermost first])]."""
+    frames = [(os.path.basename(f[0]), f[1], f[2]) for f in data["frames"]]
+    return [(tid, status, [frames[i] for i in stack]) for tid, _, _, status, stack in data["samples"]]
+
+
+def funcs(stack):
+    return [f[1] for f in stack]
+
+
+def line_of(path, marker):
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if marker in line:
+            return i
+    raise AssertionError(f"{marker!r} not in {path}")
+
+
+def check_header(data, mode="wall", features=(), gc=True):
+    assert data["python_version"] == tuple(sys.version_info[:3])
+    assert data["mode"] == mode
+    assert sorted(data["features"]) == sorted(list(features) + (["gc"] if gc else []))
+    assert data["stats"] is not None
+    assert data["sample_count"] == len(data["samples"])
+
+
+# ------------------------------------------------------------------- real workloads
+
+
+CPU_RECURSION = """
+    import time
+
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)  # FIB
+
+    def main():
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.5:
+            fib(20)  # CALL
+
+    main()
+"""
+
+
+def test_cpu_recursion_stacks_lines_and_header(tmp_path):
+    script = write_script(tmp_path, CPU_RECURSION)
+    proc, data = run_recorded(tmp_path, script)
+    check_header(data)
+    assert "samples" in proc.stderr and "Hz achieved" in proc.stderr and "out.tach" in proc.stderr
+    st = stacks(data)
+    assert len(st) > 1000
+    fib_line, call_line = line_of(script, "# FIB"), line_of(script, "# CALL")
+    in_fib = [s for _, _, s in st if s and s[0][1] == "fib"]
+    assert len(in_fib) > 0.9 * len(st)
+    # Callers are at the recursive call. A sample is read while the thread runs, so a
+    # stack can be torn by a call or return in the middle of the read: rare, not never.
+    torn = sum(1 for s in in_fib if any(f[1] == "fib" and f[2] != fib_line for f in s[1:]))
+    assert torn < 0.01 * len(in_fib)
+    for s in in_fib:
+        # innermost fib frames, then main at the call line, then the module.
+        names = funcs(s)
+        k = names.index("main")
+        assert set(names[:k]) == {"fib"}
+        # the running frame may still be on its RESUME instruction (the `def` line)
+        assert s[0][2] in (fib_line, fib_line - 1)
+        assert s[k] == ("script.py", "main", call_line)
+        assert names[k + 1] == "<module>"
+        # the recorder's own harness never shows
+        assert not any(f[0] in ("__main__.py", "_record.py") and "tach" in f[0] for f in s)
+    tids = {tid for tid, _, _ in st}
+    assert tids == {proc_main_tid(data)}
+    assert all(status & MAIN_THREAD and status & UNKNOWN for _, status, _ in st)
+    # The main thread runs Python code nearly all the time: it holds the GIL.
+    assert sum(1 for _, status, _ in st if status & HAS_GIL) > 0.9 * len(st)
+    stats = data["stats"]
+    assert 1.4 < stats["duration_sec"] < 5
+    assert stats["error_rate"] is not None and stats["missed_samples"] is not None
+
+
+def proc_main_tid(data):
+    # The main thread is the one flagged MAIN_THREAD; its id is the process id.
+    tids = {tid for tid, _, _, status, _ in data["samples"] if status & MAIN_THREAD}
+    assert len(tids) == 1
+    return tids.pop()
+
+
+def test_achieved_rate_is_within_ten_percent(tmp_path):
+    script = write_script(tmp_path, "import time\ntime.sleep(2)\n")
+    _, data = run_recorded(tmp_path, script)
+    assert 900 <= data["stats"]["sample_rate"] <= 1100, data["stats"]
+    ts = [s[2] for s in data["samples"]]
+    assert ts == sorted(ts)
+    assert data["start_time_us"] <= ts[0]
+
+
+THREADS_MIXED = """
+    import hashlib, os, tempfile, threading, time
+
+    def cpu_worker(stop):
+        x = 0
+        while not stop.is_set():
+            for i in range(20000):
+                x += i * i % 7  # CPU
+            hashlib.sha256(str(x).encode()).hexdigest()
+
+    def sleeper(stop):
+        while not stop.is_set():
+            time.sleep(0.005)  # SLEEP
+
+    def io_worker(stop):
+        fd, path = tempfile.mkstemp()
+        os.close(fd)
+        try:
+            while not stop.is_set():
+                with open(path, "wb") as f:
+                    f.write(os.urandom(64 * 1024))
+                with open(path, "rb") as f:
+                    f.read()
+                time.sleep(0.001)
+        finally:
+            os.unlink(path)
+
+    def mixed_worker(stop):
+        def inner_cpu(n):
+            return sum(i * i for i in range(n))
+        while not stop.is_set():
+            inner_cpu(50000)
+            time.sleep(0.01)
+
+    def main():
+        stop = threading.Event()
+        targets = [cpu_worker, sleeper, io_worker, mixed_worker] * 2
+        threads = [threading.Thread(target=t, args=(stop,)) for t in targets]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        stop.set()
+        for t in threads:
+            t.join()
+
+    main()
+"""
+
+
+def test_eight_threads_sleep_io_cpu(tmp_path):
+    script = write_script(tmp_path, THREADS_MIXED)
+    _, data = run_recorded(tmp_path, script, "-a")
+    check_header(data, features=["all_threads"])
+    st = stacks(data)
+    by_thread = collections.defaultdict(list)
+    for tid, status, s in st:
+        by_thread[tid].append((status, s))
+    assert len(by_thread) == 9
+    main_tid = proc_main_tid(data)
+    roles = {}
+    for tid, samples in by_thread.items():
+        names = collections.Counter(f for _, s in samples for f in set(funcs(s)))
+        for role in ("cpu_worker", "sleeper", "io_worker", "mixed_worker"):
+            if names[role] > 0.5 * len(samples):
+                roles[tid] = role
+        if tid != main_tid:
+            assert all(not status & MAIN_THREAD for status, _ in samples)
+            assert any(
+                funcs(s)[-3:] == ["Thread.run", "Thread._bootstrap_inner", "Thread._bootstrap"]
+                for _, s in samples
+            )
+    assert sorted(collections.Counter(roles.values()).values()) == [2, 2, 2, 2]
+    sleep_line = line_of(script, "# SLEEP")
+    cpu_line = line_of(script, "# CPU")
+    for tid, role in roles.items():
+        samples = by_thread[tid]
+        if role == "sleeper":
+            asleep = [s for _, s in samples if s and s[0] == ("script.py", "sleeper", sleep_line)]
+            assert len(asleep) > 0.8 * len(samples)
+            # sleeping threads do not hold the GIL
+            assert sum(1 for status, _ in samples if status & HAS_GIL) < 0.2 * len(samples)
+        if role == "cpu_worker":
+            assert any(s and s[0] == ("script.py", "cpu_worker", cpu_line) for _, s in samples)
+            assert any(status & HAS_GIL for status, _ in samples)
+        if role == "mixed_worker":
+            assert any(funcs(s)[:3] == ["<genexpr>", "mixed_worker.<locals>.inner_cpu", "mixed_worker"]
+                       or funcs(s)[:2] == ["mixed_worker.<locals>.inner_cpu", "mixed_worker"]
+                       for _, s in samples)
+    # at most one thread holds the GIL at any tick (threads are read one after the
+    # other, so a hand-over between two reads can rarely show two holders)
+    by_ts = collections.Counter(ts for tid, _, ts, status, _ in data["samples"] if status & HAS_GIL)
+    assert sum(1 for n in by_ts.values() if n > 1) <= 0.01 * len(by_ts)
+
+
+def test_recursion_deeper_than_1000_keeps_innermost_256(tmp_path):
+    script = write_script(tmp_path, """
+        import sys, time
+        sys.setrecursionlimit(5000)
+
+        def deep(n):
+            if n == 0:
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 1.0:
+                    pass  # BOTTOM
+                return 0
+            return deep(n - 1) + 1  # RECURSE
+
+        deep(1500)
+    """)
+    _, data = run_recorded(tmp_path, script)
+    st = stacks(data)
+    bottom, recurse = line_of(script, "# BOTTOM"), line_of(script, "# RECURSE")
+    # samples at the bottom of the recursion (not while it builds up or unwinds)
+    deep_samples = [s for _, _, s in st if s and s[0][1] == "deep" and s[0][2] in (bottom, bottom - 1)]
+    assert len(deep_samples) > 500
+    for s in deep_samples:
+        assert len(s) == 256
+        assert all(f == ("script.py", "deep", recurse) for f in s[1:])
+
+
+def test_generators_and_async(tmp_path):
+    script = write_script(tmp_path, """
+        import asyncio, time
+
+        def numbers():
+            for i in range(10**9):
+                s = 0
+                for j in range(2000):
+                    s += j  # GEN
+                yield s
+
+        def consume(deadline):
+            for v in numbers():
+                if time.monotonic() > deadline:
+                    return v
+
+        async def cpu_task(n):
+            for _ in range(n):
+                s = 0
+                for i in range(20000):
+                    s += i  # ASYNC
+                await asyncio.sleep(0)
+
+        async def main():
+            await asyncio.gather(cpu_task(40), cpu_task(40))
+
+        consume(time.monotonic() + 0.8)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.8:
+            asyncio.run(main())
+    """)
+    _, data = run_recorded(tmp_path, script)
+    st = [s for _, _, s in stacks(data)]
+    gen = [s for s in st if s and s[0] == ("script.py", "numbers", line_of(script, "# GEN"))]
+    assert len(gen) > 200
+    assert all(funcs(s)[:3] == ["numbers", "consume", "<module>"] for s in gen)
+    coro = [s for s in st if s and s[0] == ("script.py", "cpu_task", line_of(script, "# ASYNC"))]
+    assert len(coro) > 200
+    # the coroutine runs from the event loop, under asyncio.run
+    for s in coro:
+        names = funcs(s)
+        assert "BaseEventLoop._run_once" in names
+        assert "<module>" in names
+
+
+def test_exceptions_and_exception_mode(tmp_path):
+    script = write_script(tmp_path, """
+        import time
+
+        def fail(n):
+            if n == 0:
+                raise ValueError("boom")
+            return fail(n - 1)
+
+        def handler():
+            try:
+                fail(20)
+            except ValueError:
+                s = 0
+                for i in range(3000):
+                    s += i  # HANDLING
+                return s
+
+        def main():
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 1.5:
+                handler()
+                s = 0
+                for i in range(3000):
+                    s += i  # CALM
+
+        main()
+    """)
+    _, wall = run_recorded(tmp_path, script, out="wall.tach")
+    handling, calm = line_of(script, "# HANDLING"), line_of(script, "# CALM")
+    # The status is read just before the stack, so a transition can fall in between.
+    c = collections.Counter()
+    for _, status, s in stacks(wall):
+        if s and s[0][2] in (handling, calm):
+            c[(s[0][2], bool(status & HAS_EXCEPTION))] += 1
+    assert c[(handling, True)] > 0.95 * (c[(handling, True)] + c[(handling, False)]), c
+    assert c[(calm, False)] > 0.95 * (c[(calm, True)] + c[(calm, False)]), c
+    _, exc = run_recorded(tmp_path, script, "--mode", "exception", out="exc.tach")
+    check_header(exc, mode="exception")
+    st = stacks(exc)
+    assert len(st) > 100
+    assert all(status & HAS_EXCEPTION for _, status, _ in st)
+    assert sum(1 for _, _, s in st if s and s[0][2] == calm) < 0.02 * len(st)
+    # the except block: its loop line and its body
+    assert sum(1 for _, _, s in st if s and s[0][2] in (handling - 1, handling)) > 0.8 * len(st)
+
+
+def test_callbacks_from_c_sorted_key(tmp_path):
+    script = write_script(tmp_path, """
+        import time
+
+        def key(x):
+            s = 0
+            for i in range(300):
+                s += i * x  # KEY
+            return s % 1000
+
+        def main():
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 1.2:
+                sorted(range(300), key=key)  # SORT
+
+        main()
+    """)
+    _, data = run_recorded(tmp_path, script)
+    key_line, sort_line = line_of(script, "# KEY"), line_of(script, "# SORT")
+    st = [s for _, _, s in stacks(data)]
+    in_key = [s for s in st if s and s[0] == ("script.py", "key", key_line)]
+    assert len(in_key) > 0.6 * len(st)
+    # sorted() is C: the key function's caller is main, at the sorted() line.
+    assert all(s[1] == ("script.py", "main", sort_line) for s in in_key)
+
+
+def test_accuracy_three_to_one(tmp_path):
+    # heavy() and light() burn 3 ms and 1 ms of CPU time per call. The script also logs
+    # the wall-clock time each call really took: on a busy machine preemption stretches
+    # calls, so the recorder is checked against that truth (within 2 points), and the
+    # truth against the intended 3:1 split.
+    script = write_script(tmp_path, """
+        import json, time
+
+        def spin(seconds):
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < seconds:
+                pass
+
+        spent = {"heavy": 0, "light": 0}
+
+        def heavy():
+            spin(0.003)
+
+        def light():
+            spin(0.001)
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:
+            a = time.perf_counter()
+            heavy()
+            b = time.perf_counter()
+            light()
+            spent["heavy"] += b - a
+            spent["light"] += time.perf_counter() - b
+        json.dump(spent, open("truth.json", "w"))
+    """)
+    _, data = run_recorded(tmp_path, script)
+    import json
+
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    true_pct = 100 * truth["heavy"] / (truth["heavy"] + truth["light"])
+    c = collections.Counter()
+    for _, _, s in stacks(data):
+        names = funcs(s)
+        for f in ("heavy", "light"):
+            if f in names:
+                c[f] += 1
+    total = c["heavy"] + c["light"]
+    assert total > 1000
+    pct = 100 * c["heavy"] / total
+    assert abs(pct - true_pct) <= 2, (c, true_pct)
+    assert abs(true_pct - 75) <= 10, true_pct  # loose: preemption bends the workload
+
+
+def test_modes_cpu_and_gil(tmp_path):
+    script = write_script(tmp_path, THREADS_MIXED)
+    _, cpu = run_recorded(tmp_path, script, "-a", "--mode", "cpu", out="cpu.tach")
+    check_header(cpu, mode="cpu", features=["all_threads"])
+    st = stacks(cpu)
+    assert st and all(status & ON_CPU and not status & UNKNOWN for _, status, _ in st)
+    # The two sleeping threads are running (or runnable, waiting for a CPU: also "R"
+    # in /proc) only for moments: far fewer samples than ticks. (How few depends on
+    # the load of the machine.)
+    sleep_line = line_of(script, "# SLEEP")
+    asleep = sum(1 for _, _, s in st if s and s[0] == ("script.py", "sleeper", sleep_line))
+    ticks = cpu["stats"]["sample_rate"] * cpu["stats"]["duration_sec"]
+    assert asleep < 0.5 * 2 * ticks, (asleep, ticks)
+    assert any("cpu_worker" in funcs(s) for _, _, s in st)
+    _, gil = run_recorded(tmp_path, script, "-a", "--mode", "gil", out="gil.tach")
+    check_header(gil, mode="gil", features=["all_threads"])
+    st = stacks(gil)
+    assert st and all(status & HAS_GIL for _, status, _ in st)
+    by_ts = collections.Counter(ts for _, _, ts, _, _ in gil["samples"])
+    assert sum(1 for n in by_ts.values() if n > 1) <= 0.01 * len(by_ts)
+
+
+def test_opcodes(tmp_path):
+    import dis
+
+    script = write_script(tmp_path, CPU_RECURSION)
+    _, data = run_recorded(tmp_path, script, "--opcodes", "--compression", "none")
+    check_header(data, features=["opcodes"])
+    assert data["compression"] == "none"
+    ops = collections.Counter(f[6] for f in data["frames"])
+    assert None not in ops
+    base = {op for name, op in dis.opmap.items()}
+    assert set(ops) <= base, {dis.opname[o] for o in set(ops) - base}
+    # callers sit on a call instruction
+    call_ops = {dis.opmap[n] for n in ("CALL", "PRECALL", "CALL_FUNCTION_EX") if n in dis.opmap}
+    # (but for the rare stack torn by a return in the middle of the read)
+    outer = collections.Counter(data["frames"][i][6] for *_, stack in data["samples"] for i in stack[1:]
+                                if data["frames"][i][1] in ("main", "fib"))
+    on_call = sum(n for op, n in outer.items() if op in call_ops)
+    assert on_call > 0.99 * sum(outer.values()), {dis.opname[o]: n for o, n in outer.items()}
+    inner = collections.Counter(data["frames"][stack[0]][6] for *_, stack in data["samples"] if stack)
+    assert dis.opmap["BINARY_OP"] in inner and dis.opmap["COMPARE_OP"] in inner
+
+
+def test_locations_match_co_positions(tmp_path):
+    # Every recorded frame's location is one the code object itself reports.
+    script = write_script(tmp_path, CPU_RECURSION)
+    _, data = run_recorded(tmp_path, script)
+    code = compile(script.read_text(), "script.py", "exec")
+    positions = {}
+    for c in [code] + [k for k in code.co_consts if hasattr(k, "co_positions")]:
+        positions[c.co_name] = set(c.co_positions())
+    for f in data["frames"]:
+        if os.path.basename(f[0]) == "script.py":
+            assert tuple(f[2:6]) in positions[f[1].split(".")[-1]], f
+
+
+# ------------------------------------------------------------------------ robustness
+
+
+def test_thousand_short_lived_threads(tmp_path):
+    script = write_script(tmp_path, """
+        import threading
+
+        def work(i):
+            s = 0
+            for j in range(2000):
+                s += j * i  # WORK
+            return s
+
+        for batch in range(100):
+            ts = [threading.Thread(target=work, args=(i,)) for i in range(10)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+        print("done")
+    """)
+    proc, data = run_recorded(tmp_path, script, "-a", "-r", "5000")
+    assert "done" in proc.stdout
+    assert data["stats"]["error_rate"] < 50
+    # no garbage: every sampled frame is from this script, threading or the runtime
+    for f in data["frames"]:
+        assert f[1] and f[0]
+
+
+GC_STRESS = """
+    import gc, time
+
+    class Node:
+        def __init__(self, other=None):
+            self.other = other
+
+    # a large heap of tracked objects, so that each collection takes a while
+    keep = [Node(Node()) for _ in range(200000)]
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < 1.5:
+        ns = {}
+        exec(f"def temp_{n % 50}(k):\\n    s = 0\\n    for i in range(k):\\n        s += i\\n    return s\\n", ns)
+        ns[f"temp_{n % 50}"](2000)
+        del ns
+        n += 1
+        if n % 100 == 0:
+            gc.collect()  # COLLECT
+    print("done", n)
+"""
+
+
+def test_gc_stress_with_execd_functions(tmp_path):
+    script = write_script(tmp_path, GC_STRESS)
+    proc, data = run_recorded(tmp_path, script, "-r", "5000")
+    assert "done" in proc.stdout
+    check_header(data)
+    names = {f[1] for f in data["frames"]}
+    assert any(n.startswith("temp_") for n in names)
+    # a temp_N frame always carries the <string> file of exec
+    assert all(f[0] == "<string>" for f in data["frames"] if f[1].startswith("temp_"))
+    # collections show as a <GC> frame, on top of the code that triggered them
+    gc_frames = [i for i, f in enumerate(data["frames"]) if f[:2] == ("~", "<GC>")]
+    assert len(gc_frames) == 1 and data["frames"][gc_frames[0]][2:] == (None,) * 5
+    collect = line_of(script, "# COLLECT")
+    in_gc = [s for _, _, s in stacks(data) if s and s[0][1] == "<GC>"]
+    assert len(in_gc) > 20
+    assert sum(1 for s in in_gc if s[1] == ("script.py", "<module>", collect)) > 0.5 * len(in_gc)
+    _, nogc = run_recorded(tmp_path, script, "--no-gc", out="nogc.tach")
+    check_header(nogc, gc=False)
+    assert not any(f[1] == "<GC>" for f in nogc["frames"])
+
+
+def test_fork_child_runs_on_unharmed(tmp_path):
+    script = write_script(tmp_path, """
+        import os, time
+
+        def busy(seconds):
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < seconds:
+                pass
+
+        busy(0.3)
+        pid = os.fork()
+        if pid == 0:
+            busy(0.3)
+            print("child ok", flush=True)
+            os._exit(7)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status))
+        busy(0.3)
+    """)
+    proc, data = run_recorded(tmp_path, script)
+    assert "child ok" in proc.stdout
+    assert "child exit 7" in proc.stdout
+    assert len(data["samples"]) > 500
+
+
+def test_fork_child_exits_normally_without_touching_the_file(tmp_path):
+    script = write_script(tmp_path, """
+        import os, sys, time
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.3:
+            pass
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # runs atexit in the child
+        os.waitpid(pid, 0)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.3:
+            pass
+    """)
+    proc, data = run_recorded(tmp_path, script)
+    assert proc.stderr.count("samples in") == 1  # only the parent reports
+    assert len(data["samples"]) > 300
+
+
+def test_stop_start_cycles_and_api(tmp_path):
+    proc = run_python(tmp_path, """
+        import time, tach
+
+        def spin(s):
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < s:
+                pass
+
+        total = 0
+        for i in range(20):
+            tach.start(f"cycle{i}.tach", quiet=True)
+            spin(0.05)
+            st = tach.stop()
+            assert st["error"] is None, st
+            total += st["samples"]
+        # (a loaded machine may starve one short cycle's sampler, not all of them)
+        assert total > 200, total
+        assert tach.stop() is None
+        assert not tach.is_running()
+
+        tach.start("twice.tach", quiet=True)
+        try:
+            tach.start("again.tach")
+        except RuntimeError as e:
+            assert "already recording" in str(e)
+        else:
+            raise AssertionError("second start accepted")
+        tach.stop()
+
+        with tach.profile("ctx.tach", rate=500, quiet=True) as p:
+            spin(0.2)
+        assert p.stats["samples"] > 50
+
+        @tach.profile("deco.tach", all_threads=True, quiet=True)
+        def f():
+            spin(0.2)
+            return 42
+        assert f() == 42
+
+        try:
+            tach.start("x.tach", mode="bogus")
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("bad mode accepted")
+        try:
+            tach.start("/nonexistent/dir/x.tach")
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("bad path accepted")
+        tach.start("dur.tach", duration=0.1, quiet=True)
+        spin(0.3)
+        assert not tach.is_running()
+        print("api ok")
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "api ok" in proc.stdout
+    for i in range(20):
+        _native.load(str(tmp_path / f"cycle{i}.tach"))  # verifies
+    for name in ("ctx", "deco", "dur"):
+        data = _native.load(str(tmp_path / f"{name}.tach"))
+        assert data["samples"]
+    assert _native.load(str(tmp_path / "deco.tach"))["features"] == ["all_threads", "gc"]
+    assert _native.load(str(tmp_path / "ctx.tach"))["interval_us"] == 2000
+
+
+def test_no_deadlock_under_gil_heavy_work(tmp_path):
+    # The watchdog: the subprocess timeout fails the test if anything hangs.
+    proc = run_python(tmp_path, """
+        import tach, threading
+        tach.start("gil.tach", rate=10000, all_threads=True, quiet=True)
+        def churn():
+            for _ in range(100000):
+                s = "x" * 100
+                s.upper()
+                import sys
+        ts = [threading.Thread(target=churn) for _ in range(4)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        print(tach.stop()["samples"] > 0)
+    """, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "True" in proc.stdout
+
+
+FINALIZE = """
+    import os, signal, sys, time
+
+    def spin(s):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < s:
+            pass
+
+    spin(0.3)
+    how = sys.argv[1]
+    if how == "exit":
+        sys.exit(3)
+    if how == "raise":
+        raise RuntimeError("uncaught")
+    if how == "sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)
+    if how == "sigint":
+        os.kill(os.getpid(), signal.SIGINT)
+    spin(5)
+"""
+
+
+@pytest.mark.parametrize("how,code", [("exit", 3), ("raise", 1), ("sigterm", 128 + 15), ("sigint", None)])
+def test_file_is_finalized_on_exit_paths(tmp_path, how, code):
+    script = write_script(tmp_path, FINALIZE)
+    out = tmp_path / "out.tach"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tach", "run", "-o", str(out), str(script), how],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )
+    if code is not None:
+        assert proc.returncode == code, proc.stderr
+    else:
+        assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
+    data = _native.load(str(out))
+    assert 20 < len(data["samples"]) < 3000  # 0.3 s at 1 kHz, on a possibly busy machine
+    assert data["stats"]["duration_sec"] < 4
+
+
+def test_api_finalizes_at_interpreter_exit(tmp_path):
+    proc = run_python(tmp_path, """
+        import tach, time
+        tach.start("atexit.tach")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.3:
+            pass
+        # no stop(): atexit finishes the file
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "samples in" in proc.stderr
+    assert len(_native.load(str(tmp_path / "atexit.tach"))["samples"]) > 100
+
+
+def test_module_mode(tmp_path):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text(textwrap.dedent("""
+        import sys, time
+        def work():
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.5:
+                pass
+        work()
+        print("args", sys.argv[1:])
+    """))
+    out = tmp_path / "m.tach"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tach", "run", "-o", str(out), "-m", "mypkg", "a", "-q", "-o", "x"],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # options after the module are the module's, not tach's
+    assert "args ['a', '-q', '-o', 'x']" in proc.stdout
+    assert "samples in" in proc.stderr
+    data = _native.load(str(out))
+    assert any(f[1] == "work" and f[0].endswith("__main__.py") for f in data["frames"])
+
+
+# -------------------------------------------------------------------------- interop
+
+
+def collapsed(data):
+    """CPython's `replay --collapsed` rendering, from the decoded file."""
+    frames = data["frames"]
+    counts = collections.Counter()
+    for tid, _, _, _, stack in data["samples"]:
+        parts = []
+        for i in reversed(stack):
+            filename, funcname, lineno = frames[i][0], frames[i][1], frames[i][2]
+            if os.path.basename(filename) == "_sync_coordinator.py":
+                continue
+            if filename == "~" and (lineno in (0, None)):
+                parts.append(funcname)
+            else:
+                parts.append(f"{os.path.basename(filename)}:{funcname}:{lineno if lineno is not None else 0}")
+        if parts:
+            counts[f"tid:{tid};" + ";".join(parts)] += 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def replay_command():
+    """How to run CPython 3.15's `profiling.sampling replay`: this interpreter if it is
+    3.15, else through the chroot (which only sees /work)."""
+    if sys.version_info >= (3, 15):
+        return [sys.executable]
+    if os.path.exists(CHROOT):
+        return [CHROOT, "run", "--", "python3.15"]
+    return None
+
+
+@pytest.mark.skipif(replay_command() is None, reason="no CPython 3.15 here")
+@pytest.mark.parametrize("options", [(), ("-a", "--compression", "none"), ("--opcodes",), ("-a", "--mode", "gil")])
+def test_cpython_315_replay_reads_our_files(tmp_path, options):
+    cmd = replay_command()
+    if cmd[0] == CHROOT and not str(tmp_path).startswith("/work/"):
+        pytest.skip("the chroot only sees /work")
+    script = write_script(tmp_path, THREADS_MIXED)
+    _, data = run_recorded(tmp_path, script, *options)
+    out = tmp_path / "replay.txt"
+    proc = subprocess.run(
+        [*cmd, "-m", "profiling.sampling", "replay", "--collapsed", "-o", str(out), str(tmp_path / "out.tach")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    theirs = []
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        theirs.append((stack, int(count)))
+    assert theirs == collapsed(data)
+    assert sum(n for _, n in theirs) == sum(1 for s in data["samples"] if s[4])

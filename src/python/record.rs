@@ -1,0 +1,272 @@
+//! Python bindings of the recorder: `tach._native.start / stop / is_running / ...`.
+//! The friendly API (`tach.start`, `tach.profile`, `python -m tach run`) is in
+//! `python/tach/`.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::record::resolve::Types;
+use crate::record::target;
+use crate::record::{RecordOptions, RecordStats, Session};
+use crate::tach::{Compression, ProfilingMode, TachFile};
+
+/// The recording in progress, if any. Only Python threads (holding the GIL) lock it;
+/// the sampling thread never does.
+static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+
+fn interpreter_types() -> Types {
+    // SAFETY: taking the addresses of the interpreter's static type objects and of None;
+    // nothing is read or written through them here.
+    unsafe {
+        Types {
+            code: std::ptr::addr_of_mut!(ffi::PyCode_Type) as u64,
+            unicode: std::ptr::addr_of_mut!(ffi::PyUnicode_Type) as u64,
+            bytes: std::ptr::addr_of_mut!(ffi::PyBytes_Type) as u64,
+            none: ffi::Py_None() as u64,
+        }
+    }
+}
+
+fn version(py: Python<'_>) -> (u8, u8, u8) {
+    let v = py.version_info();
+    (v.major, v.minor, v.patch)
+}
+
+fn parse_mode(mode: &str) -> PyResult<ProfilingMode> {
+    match mode {
+        "wall" => Ok(ProfilingMode::Wall),
+        "cpu" => Ok(ProfilingMode::Cpu),
+        "gil" => Ok(ProfilingMode::Gil),
+        "exception" => Ok(ProfilingMode::Exception),
+        other => Err(PyValueError::new_err(format!(
+            "unknown mode {other:?} (expected wall, cpu, gil or exception)"
+        ))),
+    }
+}
+
+fn parse_compression(c: &str) -> PyResult<Compression> {
+    match c {
+        "auto" | "zstd" => Ok(Compression::Zstd),
+        "none" => Ok(Compression::None),
+        other => Err(PyValueError::new_err(format!(
+            "unknown compression {other:?} (expected auto, zstd or none)"
+        ))),
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
+    SESSION.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts recording into `path`. Raises RuntimeError if a recording is running or the
+/// interpreter cannot be sampled, OSError-like RuntimeError if the file cannot be created.
+#[pyfunction]
+#[pyo3(signature = (path, interval_us=1000, mode="wall", all_threads=false, opcodes=false,
+                    compression="auto", duration=None, hidden=Vec::new(), gc=true))]
+#[allow(clippy::too_many_arguments)]
+fn start(
+    py: Python<'_>,
+    path: PathBuf,
+    interval_us: u64,
+    mode: &str,
+    all_threads: bool,
+    opcodes: bool,
+    compression: &str,
+    duration: Option<f64>,
+    hidden: Vec<String>,
+    gc: bool,
+) -> PyResult<()> {
+    if interval_us == 0 {
+        return Err(PyValueError::new_err("interval_us must be at least 1"));
+    }
+    let mode = parse_mode(mode)?;
+    let compression = parse_compression(compression)?;
+    let duration = match duration {
+        Some(d) if !(d.is_finite() && d > 0.0) => {
+            return Err(PyValueError::new_err(
+                "duration must be a positive number of seconds",
+            ))
+        }
+        Some(d) => Some(Duration::from_secs_f64(d)),
+        None => None,
+    };
+    let mut guard = lock();
+    if let Some(s) = guard.as_ref() {
+        if !s.is_finished() {
+            return Err(PyRuntimeError::new_err(format!(
+                "tach is already recording into {}",
+                s.path().display()
+            )));
+        }
+    }
+    // A previous session that ran out its duration: collect it before starting anew.
+    if let Some(old) = guard.take() {
+        old.stop();
+    }
+    let target = target::this_process(version(py), interpreter_types(), opcodes)
+        .map_err(PyRuntimeError::new_err)?;
+    let opts = RecordOptions {
+        path,
+        interval_us,
+        mode,
+        all_threads,
+        opcodes,
+        gc,
+        compression,
+        duration,
+        hidden_prefixes: hidden,
+    };
+    let session =
+        Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    *guard = Some(session);
+    Ok(())
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &RecordStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("path", s.path.to_string_lossy().into_owned())?;
+    d.set_item("samples", s.samples)?;
+    d.set_item("ticks", s.ticks)?;
+    d.set_item("error_ticks", s.error_ticks)?;
+    d.set_item("dropped", s.dropped)?;
+    d.set_item("filtered", s.filtered)?;
+    d.set_item("duration_sec", s.duration_sec)?;
+    d.set_item("sample_rate", s.sample_rate)?;
+    d.set_item("error_rate", s.error_rate)?;
+    d.set_item("missed_samples", s.missed_samples)?;
+    d.set_item("expected_ticks", s.expected_ticks)?;
+    d.set_item("threads", s.threads)?;
+    d.set_item("frames", s.frames)?;
+    d.set_item("strings", s.strings)?;
+    d.set_item("file_size", s.file_size)?;
+    d.set_item("code_objects", s.code_objects)?;
+    d.set_item("reused_addresses", s.reused_addresses)?;
+    d.set_item("error", s.error.clone())?;
+    Ok(d)
+}
+
+/// Stops the recording, finishes the file and returns its statistics (a dict), or None
+/// if nothing was recording.
+#[pyfunction]
+fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
+    let session = lock().take();
+    let Some(session) = session else {
+        return Ok(None);
+    };
+    // The sampler never needs the GIL; let other Python threads run while it finishes.
+    let stats = py.detach(move || session.stop());
+    stats_dict(py, &stats).map(Some)
+}
+
+/// Whether a recording is in progress (false once a duration has run out).
+#[pyfunction]
+fn is_running() -> bool {
+    lock().as_ref().is_some_and(|s| !s.is_finished())
+}
+
+/// In a child after fork(): forget the parent's recording without touching its file
+/// (the sampling thread does not exist in the child).
+#[pyfunction]
+fn _after_fork_child() {
+    // The lock may have been held by a thread of the parent that does not exist here.
+    if let Ok(mut g) = SESSION.try_lock() {
+        if let Some(s) = g.take() {
+            s.abandon();
+        }
+    }
+}
+
+/// Describes the layout the recorder would use here, or raises RuntimeError.
+#[pyfunction]
+fn describe(py: Python<'_>) -> PyResult<String> {
+    let t = target::this_process(version(py), interpreter_types(), false)
+        .map_err(PyRuntimeError::new_err)?;
+    Ok(t.layout.describe())
+}
+
+/// Opens and fully verifies a TACH file (as `tach verify` does) and returns its
+/// contents as plain Python data: a dict with the header fields, the stats block,
+/// `frames` (filename, funcname, lineno, end_lineno, column, end_column, opcode; lineno
+/// None when there is no location, opcode None when not recorded) and `samples`
+/// (thread_id, interpreter_id, timestamp_us, status, [frame index, innermost first]).
+#[pyfunction]
+fn load(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    let (file, samples) = py
+        .detach(|| -> crate::tach::Result<_> {
+            let f = TachFile::open(&path)?;
+            let samples = f.collect_samples()?;
+            Ok((f, samples))
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let h = file.header();
+    let d = PyDict::new(py);
+    d.set_item("python_version", h.python_version)?;
+    d.set_item("start_time_us", h.start_time_us)?;
+    d.set_item("interval_us", h.sample_interval_us)?;
+    d.set_item("sample_count", h.sample_count)?;
+    d.set_item("thread_count", h.thread_count)?;
+    d.set_item("compression", h.compression.name())?;
+    d.set_item("mode", h.config.mode.name())?;
+    d.set_item("config", h.config.raw)?;
+    d.set_item(
+        "features",
+        h.config.features.map(|f| f.names()).unwrap_or_default(),
+    )?;
+    match file.stats() {
+        Some(st) => {
+            let sd = PyDict::new(py);
+            sd.set_item("duration_sec", st.duration_sec)?;
+            sd.set_item("sample_rate", st.sample_rate)?;
+            sd.set_item("error_rate", st.error_rate())?;
+            sd.set_item("missed_samples", st.missed_samples())?;
+            d.set_item("stats", sd)?;
+        }
+        None => d.set_item("stats", py.None())?,
+    }
+    let mut frames = Vec::with_capacity(file.frames().len());
+    for f in file.frames() {
+        let loc = f.location();
+        frames.push((
+            file.string(f.filename).to_string(),
+            file.string(f.funcname).to_string(),
+            loc.map(|l| l.lineno),
+            loc.map(|l| l.end_lineno),
+            loc.map(|l| l.column),
+            loc.map(|l| l.end_column),
+            f.opcode(),
+        ));
+    }
+    d.set_item("frames", frames)?;
+    let samples: Vec<_> = samples
+        .into_iter()
+        .map(|s| {
+            (
+                s.thread_id,
+                s.interpreter_id,
+                s.timestamp_us,
+                s.status,
+                s.stack,
+            )
+        })
+        .collect();
+    d.set_item("samples", samples)?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Overhead figures only mean something for an optimised build.
+    m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(start, m)?)?;
+    m.add_function(wrap_pyfunction!(stop, m)?)?;
+    m.add_function(wrap_pyfunction!(is_running, m)?)?;
+    m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
+    m.add_function(wrap_pyfunction!(describe, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,1208 @@
+//! The sampling thread: every interval, read each thread's Python stack through the
+//! [`MemoryReader`] and the [`InterpreterLayout`], and stream it to a TACH [`Writer`].
+//!
+//! It is a plain native thread. It never takes the GIL, never runs Python code and never
+//! calls into the C API; everything it knows comes from fault-tolerant reads, validated
+//! before use. A sample that does not validate is dropped and counted.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::BufWriter;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::tach::{
+    CaptureFeatures, Compression, ProfilingMode, Stats, TachError, Writer, MAX_STACK_DEPTH,
+};
+
+use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
+use super::linetable;
+use super::memory::{MemoryReader, ReadError};
+use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
+
+/// Status byte bits, with CPython's meanings.
+pub const HAS_GIL: u8 = 1;
+pub const ON_CPU: u8 = 2;
+pub const UNKNOWN: u8 = 4;
+pub const GIL_REQUESTED: u8 = 8;
+pub const HAS_EXCEPTION: u8 = 16;
+pub const MAIN_THREAD: u8 = 32;
+
+/// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
+const MAX_WALK: usize = 4096;
+/// Thread states followed per interpreter before giving up.
+const MAX_THREADS: usize = 1 << 16;
+/// How many intervals behind schedule the sampler catches up before skipping ticks.
+/// Catching up samples back to back, and a burst of samples taken microseconds apart
+/// all land in the same function: that would skew attribution, so the backlog is kept
+/// to two ticks and older ones are skipped (and reported as missed).
+const MAX_BACKLOG_TICKS: u64 = 2;
+/// Interpreters followed before giving up.
+const MAX_INTERPRETERS: usize = 256;
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub path: PathBuf,
+    pub interval_us: u64,
+    pub mode: ProfilingMode,
+    pub all_threads: bool,
+    pub opcodes: bool,
+    /// Mark garbage collection with a `<GC>` frame (CPython's default; `--no-gc`).
+    pub gc: bool,
+    pub compression: Compression,
+    /// Stop sampling (and finish the file) after this long.
+    pub duration: Option<Duration>,
+    /// Frames whose file name starts with one of these are left out (the recorder's
+    /// own harness).
+    pub hidden_prefixes: Vec<String>,
+}
+
+impl RecordOptions {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RecordOptions {
+            path: path.into(),
+            interval_us: 1000,
+            mode: ProfilingMode::Wall,
+            all_threads: false,
+            opcodes: false,
+            gc: true,
+            compression: Compression::Zstd,
+            duration: None,
+            hidden_prefixes: Vec::new(),
+        }
+    }
+
+    /// The capture features written in the header's config word.
+    pub fn features(&self) -> CaptureFeatures {
+        CaptureFeatures {
+            all_threads: self.all_threads,
+            opcodes: self.opcodes,
+            gc: self.gc,
+            ..CaptureFeatures::default()
+        }
+    }
+}
+
+/// Everything the sampler needs to know about the interpreter it samples.
+pub struct Target {
+    pub mem: Box<dyn MemoryReader>,
+    pub layout: Box<dyn InterpreterLayout>,
+    /// Address of `_PyRuntime`.
+    pub runtime: u64,
+    pub types: Types,
+    /// The pid whose main thread gets MAIN_THREAD (its tid equals the pid on Linux).
+    pub pid: u64,
+    pub opcodes: Option<OpcodeTables>,
+}
+
+/// What a recording did, returned by [`Session::stop`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordStats {
+    pub path: PathBuf,
+    /// Sampling ticks (one per interval, each sampling every thread).
+    pub ticks: u64,
+    /// Ticks where at least one thread's sample was dropped, or the thread list was
+    /// unreadable.
+    pub error_ticks: u64,
+    /// Thread samples written.
+    pub samples: u64,
+    /// Thread samples dropped because what was read did not validate.
+    pub dropped: u64,
+    /// Thread samples left out by the mode (cpu, gil, exception).
+    pub filtered: u64,
+    pub duration_sec: f64,
+    pub sample_rate: f64,
+    pub error_rate: f64,
+    pub missed_samples: f64,
+    pub expected_ticks: u64,
+    pub threads: u32,
+    pub frames: u32,
+    pub strings: u32,
+    pub file_size: u64,
+    pub code_objects: u64,
+    pub reused_addresses: u64,
+    /// Set when the file could not be written or the sampler failed.
+    pub error: Option<String>,
+}
+
+/// `RawFrame::code` of the synthetic `<GC>` frame.
+const GC_MARK: u64 = u64::MAX;
+
+/// A raw frame: where its code object is, and its instruction pointer.
+#[derive(Debug, Clone, Copy)]
+struct RawFrame {
+    code: u64,
+    instr: u64,
+    owner: u8,
+}
+
+/// The sampler's state, owned by its thread.
+pub struct Sampler {
+    target: Target,
+    opts: RecordOptions,
+    writer: Writer<BufWriter<File>>,
+    cache: CodeCache,
+    start_us: u64,
+    tstate_buf: Vec<u8>,
+    frame_buf: Vec<u8>,
+    raw: Vec<RawFrame>,
+    ranges: Vec<(u64, usize)>,
+    header_buf: Vec<u8>,
+    stack: Vec<u32>,
+    proc_stat: HashMap<u64, File>,
+    seen_tids: HashSet<u64>,
+    stats: RecordStats,
+    /// The first error writing the file; sampling stops when set.
+    write_error: Option<String>,
+    window: Window,
+    codes: Vec<u64>,
+    code_slot: Vec<usize>,
+    small_buf: Vec<u8>,
+    /// (interpreter, thread state) of the main thread, once found.
+    main_tstate: Option<(u64, u64)>,
+    /// The current interpreter's garbage collector: (collecting, triggering frame).
+    gc_state: (bool, u64),
+    /// Writer index of the `<GC>` frame, once interned.
+    gc_frame_id: Option<u32>,
+}
+
+const PAGE: u64 = 4096;
+/// Pages read at the first frame of a walk; doubled at each miss, up to the maximum.
+const WINDOW_MIN_PAGES: u64 = 1;
+const WINDOW_MAX_PAGES: u64 = 16;
+
+/// A copy of the memory just below (and including) a frame.
+///
+/// Frames of a thread live in its data stack, each caller just below its callee, so
+/// one read of the pages below the innermost frame usually holds the whole chain: one
+/// system call per stack instead of one per frame. Pages are read from the top down,
+/// so that the read stops at the bottom of the mapped region rather than failing.
+#[derive(Debug)]
+struct Window {
+    base: u64,
+    /// Bytes of `buf` in use (from `base`).
+    len: usize,
+    /// Both buffers are allocated once, at the largest window.
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    ranges: Vec<(u64, usize)>,
+    pages: u64,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        let max = (WINDOW_MAX_PAGES * PAGE) as usize;
+        Window {
+            base: 0,
+            len: 0,
+            buf: vec![0; max],
+            scratch: vec![0; max],
+            ranges: Vec::with_capacity(WINDOW_MAX_PAGES as usize),
+            pages: 0,
+        }
+    }
+}
+
+impl Window {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.pages = 0;
+    }
+
+    fn get(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let off = addr.checked_sub(self.base)? as usize;
+        let end = off.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        self.buf.get(off..end)
+    }
+
+    /// Reads the pages that hold [addr, addr + len) and some below them.
+    fn load(&mut self, mem: &dyn MemoryReader, addr: u64, len: usize) {
+        self.len = 0;
+        self.pages = (self.pages * 2).clamp(WINDOW_MIN_PAGES, WINDOW_MAX_PAGES);
+        let Some(end) = addr.checked_add(len as u64 + PAGE - 1) else {
+            return;
+        };
+        let top = end & !(PAGE - 1);
+        if top < PAGE {
+            return;
+        }
+        let top_page = top - PAGE;
+        self.ranges.clear();
+        for k in 0..self.pages {
+            match top_page.checked_sub(k * PAGE) {
+                Some(p) if p > 0 => self.ranges.push((p, PAGE as usize)),
+                _ => break,
+            }
+        }
+        let n = mem.read_many(&self.ranges, &mut self.scratch);
+        // Reassemble the pages read (top first) in address order.
+        let page = PAGE as usize;
+        for k in 0..n {
+            let dst = (n - 1 - k) * page;
+            self.buf[dst..dst + page].copy_from_slice(&self.scratch[k * page..(k + 1) * page]);
+        }
+        self.len = n * page;
+        self.base = top - n as u64 * PAGE;
+    }
+}
+
+/// Offset and length of the interpreter fields a tick reads (id, next, threads head).
+fn interp_span(o: &Offsets) -> (u64, usize) {
+    let lo = o.interp_id.min(o.interp_next).min(o.interp_threads_head);
+    let hi = o.interp_id.max(o.interp_next).max(o.interp_threads_head) + 8;
+    (lo, (hi - lo) as usize)
+}
+
+/// Offset (from the runtime or the interpreter) and length of the GIL's `locked` flag
+/// and `last_holder`, when known.
+fn gil_span(o: &Offsets) -> Option<(u64, usize)> {
+    let (l, h) = (o.gil_locked?, o.gil_holder?);
+    let lo = l.min(h);
+    let hi = (l + 4).max(h + 8);
+    Some((lo, (hi - lo) as usize))
+}
+
+/// (locked, holder) from the bytes of [`gil_span`] starting at offset `lo`.
+fn gil_fields(o: &Offsets, bytes: &[u8], lo: u64) -> (bool, u64) {
+    let locked = o
+        .gil_locked
+        .and_then(|off| field_i32(bytes, off - lo))
+        .unwrap_or(0);
+    let holder = o
+        .gil_holder
+        .and_then(|off| field_u64(bytes, off - lo))
+        .unwrap_or(0);
+    (locked != 0, holder)
+}
+
+/// Monotonic clock in microseconds (CPython's `time.perf_counter` on Linux).
+pub fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+impl Sampler {
+    /// Creates the output file (so that a bad path fails at start, in the caller).
+    pub fn new(target: Target, opts: RecordOptions) -> Result<Sampler, TachError> {
+        let start_us = monotonic_us();
+        let version = target.layout.version();
+        let writer = Writer::builder(opts.interval_us)
+            .start_time_us(start_us)
+            .compression(opts.compression)
+            .mode(opts.mode)
+            .features(Some(opts.features()))
+            .python_version(version)
+            .create(&opts.path)?;
+        let o = target.layout.offsets();
+        let tstate_buf = vec![0u8; o.tstate_size as usize];
+        let frame_buf = vec![0u8; o.frame_size as usize];
+        let stats = RecordStats {
+            path: opts.path.clone(),
+            ..RecordStats::default()
+        };
+        Ok(Sampler {
+            target,
+            opts,
+            writer,
+            cache: CodeCache::new(),
+            start_us,
+            tstate_buf,
+            frame_buf,
+            raw: Vec::with_capacity(MAX_STACK_DEPTH),
+            ranges: Vec::with_capacity(2 * MAX_STACK_DEPTH),
+            header_buf: Vec::new(),
+            stack: Vec::with_capacity(MAX_STACK_DEPTH),
+            proc_stat: HashMap::new(),
+            seen_tids: HashSet::new(),
+            stats,
+            write_error: None,
+            window: Window::default(),
+            codes: Vec::with_capacity(64),
+            code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
+            small_buf: Vec::with_capacity(256),
+            main_tstate: None,
+            gc_state: (false, 0),
+            gc_frame_id: None,
+        })
+    }
+
+    /// Samples every thread once, at `now_us`. Returns false if the tick had errors.
+    pub fn tick(&mut self, now_us: u64) -> bool {
+        self.stats.ticks += 1;
+        let ok = self.sample_all(now_us).unwrap_or(false);
+        if !ok {
+            self.stats.error_ticks += 1;
+        }
+        ok
+    }
+
+    fn sample_all(&mut self, now_us: u64) -> Result<bool, ReadError> {
+        let o = self.target.layout.offsets().clone();
+        let mut ok = true;
+        // One read for the runtime's fields (and 3.11's GIL, which lives there), one per
+        // interpreter for its fields (and the GIL from 3.12): system calls are the cost.
+        let runtime = self.target.runtime;
+        let gil = gil_span(&o);
+        let mut ranges = vec![(runtime.wrapping_add(o.runtime_interpreters_head), 8)];
+        if let (true, Some((lo, len))) = (o.gil_in_runtime, gil) {
+            ranges.push((runtime.wrapping_add(lo), len));
+        }
+        let mut buf = std::mem::take(&mut self.small_buf);
+        buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
+        if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+            self.small_buf = buf;
+            return Err(ReadError::Invalid("runtime unreadable"));
+        }
+        let mut interp = field_u64(&buf, 0).unwrap_or(0);
+        let mut gil_state = match (o.gil_in_runtime, gil) {
+            (true, Some((lo, _))) => Some(gil_fields(&o, &buf[8..], lo)),
+            _ => None,
+        };
+        self.seen_tids.clear();
+        let (ilo, ilen) = interp_span(&o);
+        let mut n_interp = 0;
+        while interp != 0 && n_interp < MAX_INTERPRETERS {
+            n_interp += 1;
+            ranges.clear();
+            ranges.push((interp.wrapping_add(ilo), ilen));
+            if let (false, Some((lo, len))) = (o.gil_in_runtime, gil) {
+                ranges.push((interp.wrapping_add(lo), len));
+            }
+            let gc_at = ranges.iter().map(|r| r.1).sum::<usize>();
+            let gc_fields = match (self.opts.gc, o.interp_gc_collecting) {
+                (true, Some(c)) => {
+                    ranges.push((interp.wrapping_add(c), 4));
+                    if let Some(f) = o.interp_gc_frame {
+                        ranges.push((interp.wrapping_add(f), 8));
+                    }
+                    true
+                }
+                _ => false,
+            };
+            buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
+            if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+                ok = false;
+                break;
+            }
+            self.gc_state = if gc_fields {
+                (
+                    field_i32(&buf, gc_at as u64).unwrap_or(0) != 0,
+                    field_u64(&buf, gc_at as u64 + 4).unwrap_or(0),
+                )
+            } else {
+                (false, 0)
+            };
+            let field = |off: u64| field_u64(&buf, off - ilo).unwrap_or(0);
+            let interp_id = field(o.interp_id) as u32;
+            let mut tstate = field(o.interp_threads_head);
+            let next_interp = field(o.interp_next);
+            if let (false, Some((lo, _))) = (o.gil_in_runtime, gil) {
+                gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
+            }
+            let (gil_locked, gil_holder) = gil_state.unwrap_or((false, 0));
+            // Main thread only: go straight to the main thread's state found at an
+            // earlier tick (it lives as long as the interpreter), checking that it still
+            // is what it was, rather than reading every thread state to find it again.
+            if !self.opts.all_threads {
+                if let Some((i, ts)) = self.main_tstate {
+                    let still = i == interp
+                        && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
+                        && field_u64(&self.tstate_buf, o.tstate_interp) == Some(interp)
+                        && field_u64(&self.tstate_buf, o.tstate_native_thread_id)
+                            == Some(self.target.pid);
+                    if still {
+                        let tid = self.target.pid;
+                        if self
+                            .sample_thread(
+                                &o, ts, tid, interp_id, now_us, true, gil_locked, gil_holder,
+                            )
+                            .is_err()
+                        {
+                            self.stats.dropped += 1;
+                            ok = false;
+                        }
+                        interp = next_interp;
+                        continue;
+                    }
+                    if i == interp {
+                        self.main_tstate = None;
+                    }
+                }
+            }
+            let mut n = 0;
+            while tstate != 0 && n < MAX_THREADS {
+                n += 1;
+                if self.target.mem.read(tstate, &mut self.tstate_buf).is_err() {
+                    // A thread state freed while we walked the list: stop here.
+                    ok = false;
+                    break;
+                }
+                if field_u64(&self.tstate_buf, o.tstate_interp) != Some(interp) {
+                    ok = false;
+                    break;
+                }
+                let next = field_u64(&self.tstate_buf, o.tstate_next).unwrap_or(0);
+                let tid = field_u64(&self.tstate_buf, o.tstate_native_thread_id).unwrap_or(0);
+                let is_main = tid == self.target.pid;
+                // tid 0: a thread state created for a thread that has not started yet
+                // (3.13+ create it in the parent); it has no frames and no identity.
+                if tid != 0 && (self.opts.all_threads || is_main) {
+                    match self.sample_thread(
+                        &o, tstate, tid, interp_id, now_us, is_main, gil_locked, gil_holder,
+                    ) {
+                        Ok(()) => {}
+                        Err(_) => {
+                            self.stats.dropped += 1;
+                            ok = false;
+                        }
+                    }
+                    if !self.opts.all_threads {
+                        if self.main_tstate.is_none() {
+                            self.main_tstate = Some((interp, tstate));
+                        }
+                        break;
+                    }
+                }
+                tstate = next;
+            }
+            interp = next_interp;
+        }
+        self.small_buf = buf;
+        // Forget /proc handles of threads that are gone.
+        if self.proc_stat.len() > self.seen_tids.len() {
+            let seen = &self.seen_tids;
+            self.proc_stat.retain(|tid, _| seen.contains(tid));
+        }
+        Ok(ok)
+    }
+
+    /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as
+    /// CPython checks)? `None` when it cannot tell.
+    fn on_cpu(&mut self, tid: u64) -> Option<bool> {
+        if !self.proc_stat.contains_key(&tid) {
+            let f = File::open(format!("/proc/{}/task/{tid}/stat", self.target.pid)).ok()?;
+            self.proc_stat.insert(tid, f);
+        }
+        let f = self.proc_stat.get(&tid)?;
+        let mut buf = [0u8; 512];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        let text = &buf[..n];
+        let close = text.iter().rposition(|&b| b == b')')?;
+        let state = *text.get(close + 2)?;
+        Some(state == b'R')
+    }
+
+    fn exception_state(&self, o: &Offsets) -> bool {
+        let ts = &self.tstate_buf;
+        if let Some(off) = o.tstate_current_exception {
+            if field_u64(ts, off).unwrap_or(0) != 0 {
+                return true;
+            }
+        }
+        if let Some(off) = o.tstate_exc_info {
+            let value = if o.exc_info_is_pointer {
+                match field_u64(ts, off) {
+                    Some(p) if p != 0 => self
+                        .target
+                        .mem
+                        .read_u64(p.wrapping_add(o.err_stackitem_exc_value))
+                        .unwrap_or(0),
+                    _ => 0,
+                }
+            } else {
+                field_u64(ts, off.wrapping_add(o.err_stackitem_exc_value)).unwrap_or(0)
+            };
+            return value != 0 && value != self.target.types.none;
+        }
+        false
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sample_thread(
+        &mut self,
+        o: &Offsets,
+        tstate: u64,
+        tid: u64,
+        interp_id: u32,
+        now_us: u64,
+        is_main: bool,
+        gil_locked: bool,
+        gil_holder: u64,
+    ) -> Result<(), ReadError> {
+        self.seen_tids.insert(tid);
+        let mut status = 0u8;
+        let has_gil = match o.tstate_holds_gil {
+            Some(off) => field_i32(&self.tstate_buf, off).unwrap_or(0) != 0,
+            None => gil_locked && gil_holder == tstate,
+        };
+        if has_gil {
+            status |= HAS_GIL;
+        } else if let Some(off) = o.tstate_gil_requested {
+            if field_i32(&self.tstate_buf, off).unwrap_or(0) != 0 {
+                status |= GIL_REQUESTED;
+            }
+        }
+        if self.exception_state(o) {
+            status |= HAS_EXCEPTION;
+        }
+        if is_main {
+            status |= MAIN_THREAD;
+        }
+        // As CPython: the CPU state is only looked up when the mode needs it.
+        if matches!(self.opts.mode, ProfilingMode::Cpu | ProfilingMode::All) {
+            match self.on_cpu(tid) {
+                Some(true) => status |= ON_CPU,
+                Some(false) => {}
+                None => status |= UNKNOWN,
+            }
+        } else {
+            status |= UNKNOWN;
+        }
+        let keep = match self.opts.mode {
+            ProfilingMode::Cpu => status & ON_CPU != 0,
+            ProfilingMode::Gil => status & HAS_GIL != 0,
+            ProfilingMode::Exception => status & HAS_EXCEPTION != 0,
+            _ => true,
+        };
+        if !keep {
+            self.stats.filtered += 1;
+            return Ok(());
+        }
+        let frame = self
+            .target
+            .layout
+            .current_frame(&*self.target.mem, &self.tstate_buf)?;
+        let (collecting, gc_frame) = self.gc_state;
+        // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
+        // CPython puts it. Earlier versions only say that a collection runs: the thread
+        // running it holds the GIL, and the collection sits on top of its stack.
+        let gc_at =
+            (collecting && o.interp_gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
+        let complete = self.walk(o, frame, gc_at)?;
+        let base = o
+            .tstate_base_frame
+            .and_then(|off| field_u64(&self.tstate_buf, off))
+            .filter(|&b| b != 0);
+        if let (Some(base), Some(last)) = (base, complete) {
+            // A chain that does not end at the thread's base frame was torn by a call
+            // or return during the read (CPython's check too).
+            if last != base {
+                return Err(ReadError::Invalid(
+                    "frame chain does not end at the base frame",
+                ));
+            }
+        }
+        if collecting && o.interp_gc_frame.is_none() && has_gil {
+            self.raw.insert(
+                0,
+                RawFrame {
+                    code: GC_MARK,
+                    instr: 0,
+                    owner: 0,
+                },
+            );
+            self.raw.truncate(MAX_STACK_DEPTH);
+        }
+        self.resolve_stack(o)?;
+        match self
+            .writer
+            .write_sample(tid, interp_id, now_us, status, &self.stack)
+        {
+            Ok(()) => self.stats.samples += 1,
+            Err(e) => {
+                if self.write_error.is_none() {
+                    self.write_error = Some(e.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects the raw frames of a chain, innermost first, with a `<GC>` frame just
+    /// inside `gc_frame`. Returns the last frame of the chain when it was walked to its
+    /// end (not cut at the depth limit).
+    fn walk(
+        &mut self,
+        o: &Offsets,
+        mut frame: u64,
+        gc_frame: Option<u64>,
+    ) -> Result<Option<u64>, ReadError> {
+        self.raw.clear();
+        self.window.clear();
+        let fsize = o.frame_size as usize;
+        let mut steps = 0;
+        let mut last = 0;
+        while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
+            last = frame;
+            if gc_frame == Some(frame) {
+                self.raw.push(RawFrame {
+                    code: GC_MARK,
+                    instr: 0,
+                    owner: 0,
+                });
+                if self.raw.len() >= MAX_STACK_DEPTH {
+                    break;
+                }
+            }
+            steps += 1;
+            if steps > MAX_WALK {
+                return Err(ReadError::Invalid("frame chain too long (a cycle?)"));
+            }
+            let img: &[u8] = match self.window.get(frame, fsize) {
+                Some(img) => img,
+                None => {
+                    self.window.load(&*self.target.mem, frame, fsize);
+                    match self.window.get(frame, fsize) {
+                        Some(img) => img,
+                        None => {
+                            self.target.mem.read(frame, &mut self.frame_buf)?;
+                            &self.frame_buf
+                        }
+                    }
+                }
+            };
+            let owner = *img
+                .get(o.frame_owner as usize)
+                .ok_or(ReadError::Invalid("short frame"))?;
+            let prev = field_u64(img, o.frame_previous).unwrap_or(0);
+            let code = field_u64(img, o.frame_executable).unwrap_or(0) & !o.executable_tag_mask;
+            let instr = field_u64(img, o.frame_instr).unwrap_or(0);
+            match self.target.layout.frame_owner(owner) {
+                FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
+                FrameOwner::Internal => {}
+                FrameOwner::Python => {
+                    if code == 0 {
+                        return Err(ReadError::Invalid("frame without code"));
+                    }
+                    self.raw.push(RawFrame { code, instr, owner });
+                }
+            }
+            frame = prev;
+        }
+        Ok((frame == 0).then_some(last))
+    }
+
+    /// Turns the raw frames into writer frame indices in `self.stack`.
+    fn resolve_stack(&mut self, o: &Offsets) -> Result<(), ReadError> {
+        self.stack.clear();
+        if self.raw.is_empty() {
+            return Ok(());
+        }
+        let hsize = o.code_header_size as usize;
+        // Opcodes at the instruction pointer, when the version has no caches to skip.
+        let read_units = self.opts.opcodes
+            && self
+                .target
+                .opcodes
+                .as_ref()
+                .is_some_and(|t| t.caches.is_none());
+        // One read for the whole stack: each distinct code object's header once (a
+        // recursion repeats the same one), then the code unit at each frame's
+        // instruction pointer when opcodes are read there.
+        self.codes.clear();
+        self.code_slot.clear();
+        for f in &self.raw {
+            if f.code == GC_MARK {
+                self.code_slot.push(usize::MAX);
+                continue;
+            }
+            let slot = match self.codes.iter().position(|&c| c == f.code) {
+                Some(k) => k,
+                None => {
+                    self.codes.push(f.code);
+                    self.codes.len() - 1
+                }
+            };
+            self.code_slot.push(slot);
+        }
+        self.ranges.clear();
+        for &c in &self.codes {
+            self.ranges.push((c, hsize));
+        }
+        if read_units {
+            for f in &self.raw {
+                if f.code != GC_MARK {
+                    self.ranges.push((f.instr, 2));
+                }
+            }
+        }
+        let units_at = hsize * self.codes.len();
+        let units_len = if read_units { 2 * self.raw.len() } else { 0 };
+        if self.header_buf.len() < units_at + units_len {
+            self.header_buf.resize(units_at + units_len, 0);
+        }
+        let done = self
+            .target
+            .mem
+            .read_many(&self.ranges, &mut self.header_buf);
+        if done != self.ranges.len() {
+            return Err(ReadError::Invalid("code object unreadable"));
+        }
+        let opcode_tables = if self.opts.opcodes {
+            self.target.opcodes.as_ref()
+        } else {
+            None
+        };
+        // (code, instr, frame index or None if left out) of the previous frame: deep
+        // recursion repeats the same frame many times.
+        let mut last: Option<(u64, u64, Option<u32>)> = None;
+        // Index of the frame's code unit in the batched read (GC marks have none).
+        let mut unit = 0usize;
+        for (i, f) in self.raw.iter().enumerate() {
+            if f.code == GC_MARK {
+                let id = match self.gc_frame_id {
+                    Some(id) => id,
+                    None => {
+                        let id = self.writer.frame("~", "<GC>", None, None);
+                        self.gc_frame_id = Some(id);
+                        id
+                    }
+                };
+                self.stack.push(id);
+                continue;
+            }
+            let unit_at = units_at + 2 * unit;
+            unit += 1;
+            if let Some((c, ip, id)) = last {
+                if c == f.code && ip == f.instr && !read_units {
+                    if let Some(id) = id {
+                        self.stack.push(id);
+                    }
+                    continue;
+                }
+            }
+            last = Some((f.code, f.instr, None));
+            let slot = self.code_slot[i];
+            let header = &self.header_buf[slot * hsize..(slot + 1) * hsize];
+            let fp = Fingerprint::from_header(o, &self.target.types, header)?;
+            let entry = self.cache.get(
+                &*self.target.mem,
+                o,
+                &self.target.types,
+                f.code,
+                header,
+                fp,
+                &self.opts.hidden_prefixes,
+                opcode_tables,
+            )?;
+            let start = f.code.wrapping_add(o.code_adaptive);
+            let index = (f.instr.wrapping_sub(start) as i64).div_euclid(2);
+            if o.instr_is_prev {
+                // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
+                // it from tracebacks too); generator frames are always complete.
+                let first = entry.first_traceable.unwrap_or(0) as i64;
+                if f.owner != 1 && index < first {
+                    continue;
+                }
+            }
+            if index < 0 || index as u64 >= entry.code_units {
+                return Err(ReadError::Invalid("instruction pointer outside its code"));
+            }
+            if entry.hidden {
+                continue;
+            }
+            let index = index as u32;
+            let opcode = match opcode_tables {
+                None => 255u8,
+                Some(t) => match &entry.instr_starts {
+                    Some(starts) => starts.get(index as usize).map(|s| s.1).unwrap_or(255),
+                    None => {
+                        let unit = header_unit(&self.header_buf, unit_at);
+                        t.deopt[unit as usize]
+                    }
+                },
+            };
+            let key = (index, opcode);
+            let id = match entry.frames.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let loc =
+                        linetable::locate(&entry.linetable, entry.fingerprint.firstlineno, index)
+                            .filter(|l| l.lineno != -1);
+                    let op = (opcode != 255).then_some(opcode);
+                    let id = self.writer.frame(&entry.filename, &entry.qualname, loc, op);
+                    entry.frames.insert(key, id);
+                    id
+                }
+            };
+            self.stack.push(id);
+            last = Some((f.code, f.instr, Some(id)));
+        }
+        Ok(())
+    }
+
+    /// Finishes the file: stats block, tables, footer, header.
+    pub fn finish(mut self, end_us: u64) -> RecordStats {
+        let s = &mut self.stats;
+        let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
+        let interval = self.opts.interval_us.max(1) as f64 / 1e6;
+        s.duration_sec = duration;
+        s.sample_rate = if duration > 0.0 {
+            s.ticks as f64 / duration
+        } else {
+            0.0
+        };
+        s.error_rate = if s.ticks > 0 {
+            s.error_ticks as f64 / s.ticks as f64 * 100.0
+        } else {
+            0.0
+        };
+        s.expected_ticks = (duration / interval) as u64;
+        s.missed_samples = if s.expected_ticks > 0 && s.expected_ticks > s.ticks {
+            (s.expected_ticks - s.ticks) as f64 / s.expected_ticks as f64 * 100.0
+        } else {
+            0.0
+        };
+        s.code_objects = self.cache.resolved;
+        s.reused_addresses = self.cache.reused;
+        self.writer.set_stats(Stats::new(
+            s.duration_sec,
+            s.sample_rate,
+            Some(s.error_rate),
+            Some(s.missed_samples),
+        ));
+        let mut stats = self.stats.clone();
+        match self.writer.finish() {
+            Ok(sum) => {
+                stats.threads = sum.threads;
+                stats.frames = sum.frames;
+                stats.strings = sum.strings;
+                stats.file_size = sum.file_size;
+                stats.samples = sum.samples;
+            }
+            Err(e) => stats.error = Some(e.to_string()),
+        }
+        stats
+    }
+
+    /// Runs the sampling loop until `stop` is set or the duration has passed, then
+    /// finishes the file.
+    pub fn run(mut self, stop: &AtomicBool) -> RecordStats {
+        let interval = self.opts.interval_us.max(1);
+        let deadline = self
+            .opts
+            .duration
+            .map(|d| self.start_us + d.as_micros() as u64);
+        let mut next = self.start_us + interval;
+        let mut failure = None;
+        // Wake up on time: the default timer slack (50 us) is 5% of a 1 kHz interval.
+        // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        // Best effort: a sampler that gets the CPU late samples the moments when the
+        // profiled threads are descheduled, which skews attribution on a busy machine.
+        // Raising its priority needs privileges; without them this silently fails.
+        // SAFETY: gettid and setpriority on this thread only.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, -10);
+        }
+        while !stop.load(Ordering::Acquire) {
+            let now = monotonic_us();
+            if deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if now < next {
+                std::thread::park_timeout(Duration::from_micros(next - now));
+                continue;
+            }
+            self.tick(now);
+            if let Some(e) = self.write_error.take() {
+                failure = Some(e);
+                break;
+            }
+            next += interval;
+            // Behind schedule (a late wake-up on a busy machine): catch up, but by at
+            // most MAX_BACKLOG_TICKS; older ticks are skipped and show as missed.
+            let backlog = MAX_BACKLOG_TICKS * interval;
+            if now > next + backlog {
+                next += (now - next - backlog) / interval * interval;
+            }
+        }
+        let mut stats = self.finish(monotonic_us());
+        if stats.error.is_none() {
+            stats.error = failure;
+        }
+        stats
+    }
+}
+
+fn header_unit(buf: &[u8], at: usize) -> u8 {
+    buf.get(at).copied().unwrap_or(0)
+}
+
+/// A recording in progress: the sampling thread and the flag that stops it.
+pub struct Session {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<RecordStats>,
+    path: PathBuf,
+}
+
+impl Session {
+    /// Creates the file and starts sampling.
+    pub fn start(target: Target, opts: RecordOptions) -> Result<Session, TachError> {
+        let path = opts.path.clone();
+        let sampler = Sampler::new(target, opts)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tach-sampler".into())
+            .spawn(move || {
+                let path = sampler.opts.path.clone();
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sampler.run(&flag)))
+                {
+                    Ok(stats) => stats,
+                    Err(_) => RecordStats {
+                        path,
+                        error: Some("the sampling thread failed; the file is incomplete".into()),
+                        ..RecordStats::default()
+                    },
+                }
+            })
+            .map_err(|e| TachError::Usage(format!("cannot start the sampling thread: {e}")))?;
+        Ok(Session { stop, thread, path })
+    }
+
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    /// Whether the sampler has finished on its own (its duration ran out).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Stops sampling, finishes the file and returns what was recorded.
+    pub fn stop(self) -> RecordStats {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let path = self.path.clone();
+        self.thread.join().unwrap_or_else(|_| RecordStats {
+            path,
+            error: Some("the sampling thread failed".into()),
+            ..RecordStats::default()
+        })
+    }
+
+    /// Abandons the session without touching the file (in a forked child, where the
+    /// sampling thread does not exist).
+    pub fn abandon(self) {
+        std::mem::forget(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::FrameOwner;
+    use super::super::memory::FakeMemory;
+    use super::*;
+
+    struct TestLayout(Offsets);
+
+    impl InterpreterLayout for TestLayout {
+        fn version(&self) -> (u8, u8, u8) {
+            (3, 99, 0)
+        }
+        fn describe(&self) -> String {
+            "test".into()
+        }
+        fn offsets(&self) -> &Offsets {
+            &self.0
+        }
+        fn current_frame(&self, _: &dyn MemoryReader, ts: &[u8]) -> Result<u64, ReadError> {
+            field_u64(ts, self.0.tstate_frame).ok_or(ReadError::Null)
+        }
+        fn frame_owner(&self, owner: u8) -> FrameOwner {
+            match owner {
+                0..=2 => FrameOwner::Python,
+                3 => FrameOwner::Internal,
+                _ => FrameOwner::Invalid,
+            }
+        }
+    }
+
+    fn offsets() -> Offsets {
+        Offsets {
+            runtime_interpreters_head: 8,
+            interp_next: 0,
+            interp_threads_head: 16,
+            interp_id: 24,
+            gil_locked: Some(32),
+            gil_holder: Some(40),
+            gil_in_runtime: true,
+            tstate_size: 96,
+            tstate_next: 8,
+            tstate_interp: 16,
+            tstate_frame: 24,
+            tstate_native_thread_id: 32,
+            tstate_current_exception: Some(40),
+            tstate_exc_info: Some(48),
+            exc_info_is_pointer: true,
+            frame_size: 64,
+            frame_previous: 0,
+            frame_executable: 8,
+            frame_instr: 16,
+            frame_owner: 24,
+            executable_tag_mask: 3,
+            code_header_size: 64,
+            code_filename: 24,
+            code_qualname: 32,
+            code_linetable: 40,
+            code_firstlineno: 48,
+            code_adaptive: 64,
+            ob_type: 8,
+            var_ob_size: 16,
+            bytes_sval: 32,
+            unicode_state: 32,
+            unicode_length: 16,
+            unicode_ascii_size: 40,
+            unicode_compact_size: 56,
+            ..Offsets::default()
+        }
+    }
+
+    /// A well-formed interpreter image (runtime, interpreter, 4 threads, frame chains,
+    /// code objects, strings), then the same image with more and more words replaced
+    /// by random values: whatever the sampler reads, it must neither panic nor loop,
+    /// and the file must stay valid.
+    #[test]
+    fn corrupted_memory_never_panics() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        const SIZE: usize = 1 << 14;
+        let (ra, rb, rc, rd) = (0x10_0000u64, 0x20_0000u64, 0x30_0000u64, 0x40_0000u64);
+        let types = Types {
+            code: 0x50_0008,
+            unicode: 0x50_0010,
+            bytes: 0x50_0018,
+            none: 0x50_0020,
+        };
+        let mut image = FakeMemory::new();
+        for r in [ra, rb, rc, rd] {
+            image.map(r, vec![0; SIZE]);
+        }
+        let interp = ra + 0x100;
+        image.put_u64(ra + 8, interp);
+        image.put_u64(ra + 32, 1); // GIL locked, by thread 0
+        image.put_u64(ra + 40, ra + 0x200);
+        image.put_u64(interp + 16, ra + 0x200);
+        // strings and location table
+        let put_str = |m: &mut FakeMemory, at: u64, text: &[u8]| {
+            m.put_u64(at + 8, types.unicode);
+            m.put_u64(at + 16, text.len() as u64);
+            m.put(at + 32, &((1u32 << 2) | (1 << 5) | (1 << 6)).to_ne_bytes());
+            m.put(at + 40, text);
+        };
+        put_str(&mut image, rd, b"file.py");
+        for c in 0..4u64 {
+            put_str(
+                &mut image,
+                rd + 0x100 * (c + 1),
+                format!("func{c}").as_bytes(),
+            );
+        }
+        image.put_u64(rd + 0x800 + 8, types.bytes);
+        image.put_u64(rd + 0x800 + 16, 2);
+        image.put(rd + 0x800 + 32, &[0x80 | (13 << 3) | 7, 2]);
+        for c in 0..4u64 {
+            let code = rc + 0x200 * c;
+            image.put_u64(code + 8, types.code);
+            image.put_u64(code + 16, 8);
+            image.put_u64(code + 24, rd);
+            image.put_u64(code + 32, rd + 0x100 * (c + 1));
+            image.put_u64(code + 40, rd + 0x800);
+            image.put(code + 48, &1i32.to_ne_bytes());
+        }
+        for t in 0..4u64 {
+            let ts = ra + 0x200 + 0x100 * t;
+            let next = if t < 3 { ts + 0x100 } else { 0 };
+            image.put_u64(ts + 8, next);
+            image.put_u64(ts + 16, interp);
+            image.put_u64(ts + 32, 100 + t);
+            // frames: a chain of 20 + 10t frames, each caller just below its callee
+            let depth = 20 + 10 * t;
+            let base = rb + 0x1000 * t;
+            for j in 0..depth {
+                let f = base + 64 * j;
+                image.put_u64(f, if j == 0 { 0 } else { f - 64 });
+                let code = rc + 0x200 * (j % 4);
+                image.put_u64(f + 8, code);
+                image.put_u64(f + 16, code + 64 + 2 * (j % 8));
+            }
+            image.put_u64(ts + 24, base + 64 * (depth - 1));
+        }
+        let dir = std::env::temp_dir().join(format!("tach-garbage-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for round in 0..40u64 {
+            let mut mem = image.clone();
+            // round 0: intact; then up to 200 random words per region
+            for _ in 0..round * 5 {
+                let region = [ra, rb, rc, rd][(rand() % 4) as usize];
+                let at = region + (rand() % (SIZE as u64 / 8)) * 8;
+                let v = match rand() % 4 {
+                    0 => [ra, rb, rc, rd][(rand() % 4) as usize] + rand() % SIZE as u64,
+                    1 => rand() % 8,
+                    2 => types.code,
+                    _ => rand(),
+                };
+                mem.put_u64(at, v);
+            }
+            let target = Target {
+                mem: Box::new(mem),
+                layout: Box::new(TestLayout(offsets())),
+                runtime: ra,
+                types,
+                pid: 100,
+                opcodes: None,
+            };
+            let path = dir.join(format!("g{round}.tach"));
+            let mut opts = RecordOptions::new(&path);
+            // every fourth round: the main thread only (its cached thread state)
+            opts.all_threads = round % 4 != 3;
+            opts.mode = [
+                ProfilingMode::Wall,
+                ProfilingMode::Gil,
+                ProfilingMode::Exception,
+            ][(round % 3) as usize];
+            let mut s = Sampler::new(target, opts).unwrap();
+            for t in 0..50 {
+                s.tick(1000 + t);
+            }
+            let stats = s.finish(1_000_000);
+            assert_eq!(stats.ticks, 50);
+            assert!(stats.error.is_none());
+            if round == 0 {
+                // the intact image: every thread sampled at every tick, full stacks
+                assert_eq!(
+                    (stats.samples, stats.dropped, stats.error_ticks),
+                    (200, 0, 0)
+                );
+            }
+            let f = crate::tach::TachFile::open(&path).unwrap();
+            let samples = f.collect_samples().unwrap();
+            if round == 0 {
+                let depths: Vec<usize> = samples.iter().take(4).map(|s| s.stack.len()).collect();
+                assert_eq!(depths, [20, 30, 40, 50]);
+                assert_eq!(samples[0].status, HAS_GIL | UNKNOWN | MAIN_THREAD);
+                assert_eq!(f.funcname(samples[0].stack[0]), "func3");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
