@@ -1,2 +1,3 @@
 pub mod tach;
 pub mod export;
+pub mod query;
