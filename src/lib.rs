@@ -4,3 +4,4 @@ pub mod tach;
 
 #[cfg(feature = "python")]
 mod python;
+pub mod query;

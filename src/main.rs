@@ -57,6 +57,8 @@ enum Command {
     },
     /// Convert files to other profile formats.
     Export(ExportArgs),
+    /// Run SQL over profiles (tables: samples, frames, stacks, stack_counts, sample_frames).
+    Query(QueryArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -190,6 +192,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Export(args) => export_cmd(args),
+        Command::Query(args) => query_cmd(args),
     }
 }
 
@@ -482,4 +485,110 @@ fn progress_bar(len: u64) -> Option<indicatif::ProgressBar> {
         bar.set_style(style);
     }
     Some(bar)
+}
+
+#[derive(Args)]
+#[command(
+    after_help = "Tables and columns: tach query --schema. Docs: docs/query.md.\n\
+Example: tach query \"select funcname, count(*) as n from samples group by funcname order by n desc limit 10\" run.bin"
+)]
+struct QueryArgs {
+    /// The SQL query (one SELECT).
+    #[arg(required_unless_present = "schema")]
+    sql: Option<String>,
+    /// TACH files or glob patterns; several files are one table with a `file` column.
+    #[arg(required_unless_present = "schema")]
+    files: Vec<PathBuf>,
+    /// Print the tables and their columns.
+    #[arg(long)]
+    schema: bool,
+    /// Print polars' optimized plan instead of running the query.
+    #[arg(long)]
+    explain: bool,
+    /// table (default), csv, json, ndjson or parquet.
+    #[arg(long, value_name = "FORMAT", default_value = "table")]
+    format: String,
+    /// Write the result to this file instead of standard output.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Rows the table shows on a terminal (0 = all).
+    #[arg(long, default_value_t = 40)]
+    max_rows: usize,
+}
+
+/// `tach query`: usage errors (bad SQL, refused statements, unknown names) exit 2,
+/// like clap's; other failures exit 1.
+fn query_cmd(args: QueryArgs) -> Result<ExitCode, String> {
+    use tach::query::{self, output};
+    if args.schema {
+        print!("{}", query::schema_text());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let fail = |e: query::QueryError| {
+        eprintln!("tach: {e}");
+        Ok(ExitCode::from(if e.is_usage() { 2 } else { 1 }))
+    };
+    let format = output::Format::parse(&args.format).ok_or_else(|| {
+        format!(
+            "unknown format '{}': use table, csv, json, ndjson or parquet",
+            args.format
+        )
+    })?;
+    let sql = args.sql.unwrap_or_default();
+    let files = match query::expand_inputs(&args.files) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    let engine = match query::QueryEngine::open(&files) {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    if args.explain {
+        return match engine.explain(&sql) {
+            Ok(plan) => {
+                println!("{plan}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => fail(e),
+        };
+    }
+    let mut df = match engine.run(&sql) {
+        Ok(df) => df,
+        Err(e) => return fail(e),
+    };
+    let result = match &args.output {
+        Some(path) => std::fs::File::create(path)
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                output::write(&mut df, format, 0, &mut w)
+                    .and_then(|()| {
+                        w.flush().map_err(|e| query::QueryError::Io {
+                            path: path.clone(),
+                            source: e,
+                        })
+                    })
+                    .map_err(|e| e.to_string())
+            }),
+        None => {
+            if format == output::Format::Parquet && std::io::stdout().is_terminal() {
+                return Err("Parquet is binary: use -o FILE or redirect standard output".into());
+            }
+            let limit = if std::io::stdout().is_terminal() {
+                args.max_rows
+            } else {
+                0
+            };
+            let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+            output::write(&mut df, format, limit, &mut w)
+                .and_then(|()| {
+                    w.flush().map_err(|e| query::QueryError::Io {
+                        path: "stdout".into(),
+                        source: e,
+                    })
+                })
+                .map_err(|e| e.to_string())
+        }
+    };
+    result.map(|()| ExitCode::SUCCESS)
 }

@@ -34,8 +34,17 @@ pub fn convert_all(
     inputs
         .par_iter()
         .map(|input| {
-            let output = output_in(out_dir, input, exporter);
-            let result = export_file(exporter, input, &output, filter, options);
+            let mut output = output_in(out_dir, input, exporter);
+            if exporter.dataset().is_some() {
+                // Reported as the partition pattern: one directory per table.
+                let stem = input.file_stem().unwrap_or_default().to_string_lossy();
+                output = out_dir.join("*").join(format!("source={stem}"));
+            }
+            // Several-file formats (Parquet) write a hive partition per input instead.
+            let result = match partitioned(exporter, input, out_dir, filter, options) {
+                Some(r) => r,
+                None => export_file(exporter, input, &output, filter, options),
+            };
             let c = Converted {
                 input: input.clone(),
                 output,
@@ -45,4 +54,29 @@ pub fn convert_all(
             c
         })
         .collect()
+}
+
+/// For formats that write datasets: `DIR/<table>/source=<input stem>/...`, so the
+/// tables of all inputs read as one hive-partitioned table each.
+fn partitioned(
+    exporter: &dyn Exporter,
+    input: &Path,
+    out_dir: &Path,
+    filter: &SampleFilter,
+    options: &ExportOptions,
+) -> Option<Result<()>> {
+    let ds = exporter.dataset()?;
+    let source = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Some((|| {
+        let file = crate::tach::TachFile::open(input)?;
+        let ei = super::ExportInput::new(&file, filter, options);
+        let dest = super::Dataset::Partition {
+            root: out_dir,
+            source: &source,
+        };
+        ds.export_dataset(&ei, &dest)
+    })())
 }

@@ -15,6 +15,7 @@ pub mod jsonl;
 pub mod marshal;
 pub mod pstats;
 pub mod pyjson;
+pub mod parquet;
 pub mod render;
 pub mod speedscope;
 
@@ -131,6 +132,24 @@ pub trait Exporter: Send + Sync {
     fn extension(&self) -> &'static str;
     /// Writes the whole output.
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()>;
+    /// Formats that write several files (Parquet: one per table) when the output is a
+    /// path rather than a stream; `None` (the default) for one-file formats.
+    fn dataset(&self) -> Option<&dyn DatasetExporter> {
+        None
+    }
+}
+
+/// The several-file side of a format (see [`Exporter::dataset`]).
+pub trait DatasetExporter: Send + Sync {
+    fn export_dataset(&self, input: &ExportInput<'_>, dest: &Dataset<'_>) -> Result<()>;
+}
+
+/// Where a several-file format writes.
+pub enum Dataset<'a> {
+    /// One input: every file inside this directory.
+    Dir(&'a Path),
+    /// Batch: a hive partition `source=<source>` of each table under `root`.
+    Partition { root: &'a Path, source: &'a str },
 }
 
 /// Every format, in `--help` order.
@@ -141,6 +160,7 @@ pub static REGISTRY: &[&dyn Exporter] = &[
     &gecko::Gecko,
     &speedscope::Speedscope,
     &flamegraph::Flamegraph,
+    &parquet::Parquet,
 ];
 
 /// The exporter called `name`.
@@ -187,6 +207,10 @@ pub fn export_file(
     options: &ExportOptions,
 ) -> Result<()> {
     let file = TachFile::open(input_path)?;
+    if let Some(ds) = exporter.dataset() {
+        let input = ExportInput::new(&file, filter, options);
+        return ds.export_dataset(&input, &Dataset::Dir(output));
+    }
     let io = |source| ExportError::Io {
         path: output.to_path_buf(),
         source,

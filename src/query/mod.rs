@@ -1,0 +1,322 @@
+//! `tach query`: SQL over profiles, through polars' SQL context over lazy frames built
+//! from the reader. The tables and their columns are documented in `docs/query.md`;
+//! the Parquet exporter writes the same schema.
+//!
+//! - [`tables`] builds the tables (anonymous scans with projection pushdown).
+//! - [`guard`] refuses anything but one SELECT over the registered tables.
+//! - [`output`] prints or writes results.
+
+pub mod guard;
+pub mod opnames;
+pub mod output;
+pub mod tables;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use polars::prelude::*;
+use polars::sql::SQLContext;
+
+use crate::tach::{TachError, TachFile};
+pub use tables::{Source, TABLES};
+
+/// Errors of the query layer. [`QueryError::is_usage`] tells the CLI which are the
+/// user's SQL (exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error(transparent)]
+    Read(#[from] TachError),
+    #[error("SQL error: {message}{pointer}")]
+    Syntax { message: String, pointer: String },
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("unknown table {name}: the tables are {tables}")]
+    UnknownTable { name: String, tables: String },
+    #[error("{message}")]
+    Sql { message: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Output(String),
+}
+
+pub type Result<T, E = QueryError> = std::result::Result<T, E>;
+
+impl QueryError {
+    /// A parser error, with the SQL line and a caret under the position the parser
+    /// reports ("at Line: L, Column: C").
+    pub fn syntax(sql: &str, message: String) -> Self {
+        let pointer = position(&message)
+            .and_then(|(line, column)| {
+                let text = sql.lines().nth(line.checked_sub(1)?)?;
+                let pad = " ".repeat(column.saturating_sub(1));
+                Some(format!("\n  {text}\n  {pad}^"))
+            })
+            .unwrap_or_default();
+        QueryError::Syntax { message, pointer }
+    }
+
+    /// True for errors in the SQL text itself (bad syntax, refused statements,
+    /// unknown tables or columns): the CLI exits with status 2 for those.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            QueryError::Syntax { .. }
+                | QueryError::Forbidden(_)
+                | QueryError::UnknownTable { .. }
+                | QueryError::Sql { .. }
+        )
+    }
+}
+
+/// "... at Line: 3, Column: 14" -> (3, 14).
+fn position(message: &str) -> Option<(usize, usize)> {
+    let at = message.rfind("Line: ")?;
+    let rest = &message[at + 6..];
+    let (line, rest) = rest.split_once(", Column: ")?;
+    let column: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((line.trim().parse().ok()?, column.parse().ok()?))
+}
+
+/// Opened profiles with the query tables registered.
+pub struct QueryEngine {
+    sources: Vec<Arc<Source>>,
+}
+
+impl QueryEngine {
+    /// Opens every file; the `file` column holds each path as given.
+    pub fn open(paths: &[PathBuf]) -> Result<Self> {
+        let sources = paths
+            .iter()
+            .map(|p| -> Result<Arc<Source>> {
+                Ok(Arc::new(Source::new(
+                    p.display().to_string(),
+                    TachFile::open(p)?,
+                )))
+            })
+            .collect::<Result<_>>()?;
+        Ok(QueryEngine { sources })
+    }
+
+    /// One already-opened file, named `name` in the `file` column.
+    pub fn from_file(name: &str, file: TachFile) -> Self {
+        QueryEngine {
+            sources: vec![Arc::new(Source::new(name.to_string(), file))],
+        }
+    }
+
+    pub fn sources(&self) -> &[Arc<Source>] {
+        &self.sources
+    }
+
+    /// A table over all files, as a lazy frame.
+    pub fn table(&self, name: &str) -> Result<LazyFrame> {
+        tables::table(name, &self.sources).map_err(|e| QueryError::Sql {
+            message: e.to_string(),
+        })
+    }
+
+    fn context(&self) -> Result<SQLContext> {
+        let ctx = SQLContext::new();
+        for name in TABLES {
+            ctx.register(name, self.table(name)?);
+        }
+        Ok(ctx)
+    }
+
+    /// The checked query as a lazy frame.
+    pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
+        guard::check(sql, &TABLES)?;
+        let mut ctx = self.context()?;
+        ctx.execute(sql).map_err(|e| sql_error(sql, e))
+    }
+
+    /// Runs the query.
+    pub fn run(&self, sql: &str) -> Result<DataFrame> {
+        self.lazy(sql)?.collect().map_err(|e| sql_error(sql, e))
+    }
+
+    /// polars' optimized plan for the query.
+    pub fn explain(&self, sql: &str) -> Result<String> {
+        self.lazy(sql)?
+            .describe_optimized_plan()
+            .map_err(|e| sql_error(sql, e))
+    }
+}
+
+/// polars' message; for a missing column, the columns of the tables the query names.
+fn sql_error(sql: &str, e: PolarsError) -> QueryError {
+    let mut message = e.to_string();
+    if matches!(e, PolarsError::ColumnNotFound(_)) {
+        let lower = sql.to_lowercase();
+        let named: Vec<&str> = TABLES
+            .iter()
+            .copied()
+            .filter(|t| {
+                lower
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == *t)
+            })
+            .collect();
+        for t in named {
+            if let Some(schema) = tables::schema_of(t) {
+                let cols: Vec<&str> = schema.iter_names().map(|n| n.as_str()).collect();
+                message.push_str(&format!("\ncolumns of {t}: {}", cols.join(", ")));
+            }
+        }
+    }
+    QueryError::Sql { message }
+}
+
+/// The tables and their columns, for `--schema`.
+pub fn schema_text() -> String {
+    let mut s = String::new();
+    for t in TABLES {
+        let schema = tables::schema_of(t).unwrap_or_default();
+        s.push_str(t);
+        s.push_str(match t {
+            "samples" => "  (one row per thread-sample; funcname/filename/lineno are the leaf frame's)\n",
+            "frames" => "  (the frame table)\n",
+            "stacks" => "  (one row per frame of each unique stack; position 0 = leaf)\n",
+            "stack_counts" => "  (samples per unique stack, thread and status: join with stacks for inclusive counts)\n",
+            "sample_frames" => "  (one row per frame of each sample; lazy, large: prefer stacks + stack_counts)\n",
+            _ => "\n",
+        });
+        for (name, dtype) in schema.iter() {
+            s.push_str(&format!("  {:<16} {}\n", name.as_str(), dtype_name(dtype)));
+        }
+    }
+    s
+}
+
+fn dtype_name(d: &DataType) -> &'static str {
+    match d {
+        DataType::String => "string",
+        DataType::Boolean => "boolean",
+        DataType::Int32 => "int32",
+        DataType::Int64 => "int64",
+        DataType::UInt32 => "uint32",
+        DataType::UInt64 => "uint64",
+        DataType::Float64 => "float64",
+        _ => "other",
+    }
+}
+
+/// Expands shell-style globs in the inputs (for shells that pass them unexpanded, and
+/// for quoted patterns). A pattern that matches nothing is an error naming it.
+pub fn expand_inputs(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for a in args {
+        let text = a.to_string_lossy();
+        if !text.contains(['*', '?', '[']) {
+            out.push(a.clone());
+            continue;
+        }
+        let mut matched = glob_paths(&text);
+        if matched.is_empty() {
+            return Err(QueryError::Io {
+                path: a.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no file matches"),
+            });
+        }
+        matched.sort();
+        out.extend(matched);
+    }
+    Ok(out)
+}
+
+/// Minimal glob: `*`, `?` and `[...]` in any path component.
+fn glob_paths(pattern: &str) -> Vec<PathBuf> {
+    let absolute = pattern.starts_with('/');
+    let mut current: Vec<PathBuf> = vec![if absolute {
+        PathBuf::from("/")
+    } else {
+        PathBuf::new()
+    }];
+    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+    for part in parts {
+        let mut next = Vec::new();
+        for base in &current {
+            if !part.contains(['*', '?', '[']) {
+                let p = base.join(part);
+                if p.exists() || p.symlink_metadata().is_ok() {
+                    next.push(p);
+                }
+                continue;
+            }
+            let dir = if base.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                base.as_path()
+            };
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') && !part.starts_with('.') {
+                    continue;
+                }
+                if wildcard(part.as_bytes(), name.as_bytes()) {
+                    next.push(base.join(&name));
+                }
+            }
+        }
+        current = next;
+    }
+    current
+}
+
+fn wildcard(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => wildcard(&p[1..], s) || (!s.is_empty() && wildcard(p, &s[1..])),
+        (Some(b'?'), Some(_)) => wildcard(&p[1..], &s[1..]),
+        (Some(b'['), Some(&c)) => match p.iter().position(|&b| b == b']') {
+            Some(end) if end > 1 => {
+                let set = &p[1..end];
+                let (neg, set) = match set.first() {
+                    Some(b'!') | Some(b'^') => (true, &set[1..]),
+                    _ => (false, set),
+                };
+                let mut hit = false;
+                let mut i = 0;
+                while i < set.len() {
+                    if i + 2 < set.len() && set[i + 1] == b'-' {
+                        hit |= set[i] <= c && c <= set[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= set[i] == c;
+                        i += 1;
+                    }
+                }
+                hit != neg && wildcard(&p[end + 1..], &s[1..])
+            }
+            _ => c == b'[' && wildcard(&p[1..], &s[1..]),
+        },
+        (Some(&a), Some(&b)) => a == b && wildcard(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn positions_and_wildcards() {
+        assert_eq!(
+            position("Expected: x, found: y at Line: 2, Column: 7"),
+            Some((2, 7))
+        );
+        assert_eq!(position("nothing"), None);
+        assert!(wildcard(b"*.bin", b"a.bin"));
+        assert!(!wildcard(b"*.bin", b"a.bi"));
+        assert!(wildcard(b"cpu_[a-c]?.bin", b"cpu_b1.bin"));
+        assert!(!wildcard(b"cpu_[!a-c]?.bin", b"cpu_b1.bin"));
+    }
+}

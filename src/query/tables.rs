@@ -1,0 +1,675 @@
+//! The query tables as polars lazy frames built straight from the reader.
+//!
+//! `samples`, `stacks` and `stack_counts` are anonymous scans: polars tells the scan
+//! which columns the query needs (projection pushdown) and how many rows (a LIMIT
+//! without ORDER BY), and the scan decodes the file and builds only those columns.
+//! `frames` is small and built once per file. `sample_frames` is a lazy join of
+//! `samples` with `stacks`, so it costs nothing unless a query reads it.
+//!
+//! Every table has a `file` column (the path as given), so several files are one
+//! table. `stack_id` and `frame_id` are per file: joins go on (`file`, `stack_id`) or
+//! (`file`, `frame_id`).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use polars::prelude::*;
+
+use super::opnames::opname;
+use crate::tach::filter::status as flag;
+use crate::tach::index::StackTable;
+use crate::tach::TachFile;
+
+/// One opened input and what the scans share about it.
+pub struct Source {
+    /// The value of the `file` column.
+    pub name: String,
+    pub file: TachFile,
+    frames: OnceLock<DataFrame>,
+    /// Unique stacks and per-(stack, thread, status) counts, from one full decode
+    /// shared by the `stacks` and `stack_counts` scans (polars may run both at once:
+    /// the second waits for the first instead of decoding again).
+    aggregate: OnceLock<Result<Arc<Aggregate>, String>>,
+}
+
+/// What one decode of a whole file gives `stacks` and `stack_counts`.
+struct Aggregate {
+    /// The unique stacks in first-seen order: the meaning of `stack_id`.
+    table: StackTable,
+    /// (stack id, thread id, interpreter id, status, samples).
+    rows: Vec<(u32, u64, u32, u8, u64)>,
+}
+
+impl Source {
+    pub fn new(name: String, file: TachFile) -> Self {
+        Source {
+            name,
+            file,
+            frames: OnceLock::new(),
+            aggregate: OnceLock::new(),
+        }
+    }
+
+    /// The frames table of this file, without the `file` column.
+    pub fn frames(&self) -> &DataFrame {
+        self.frames.get_or_init(|| frames_frame(&self.file))
+    }
+
+    fn aggregate(&self) -> PolarsResult<Arc<Aggregate>> {
+        self.aggregate
+            .get_or_init(|| {
+                aggregate(&self.file)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(|e| PolarsError::ComputeError(e.into()))
+    }
+}
+
+/// Decodes the whole file once: unique stacks, and samples per (stack, thread, status).
+fn aggregate(file: &TachFile) -> PolarsResult<Aggregate> {
+    let mut table = StackTable::default();
+    // key: (stack id, decoder thread slot, status) -> row in `rows`.
+    let mut keys: HashMap<(u32, u32, u8), usize> = HashMap::new();
+    let mut rows: Vec<(u32, u64, u32, u8, u64)> = Vec::new();
+    // Per slot: (stack id, status, row) of the previous sample, so runs of the same
+    // stack and status cost no hashing.
+    let mut current: Vec<Option<(u32, u8, usize)>> = Vec::new();
+    let mut stream = file.samples();
+    while let Some(s) = stream.next_sample().map_err(read_err)? {
+        let slot = s.thread as usize;
+        if slot >= current.len() {
+            current.resize(slot + 1, None);
+        }
+        let row = match current[slot] {
+            Some((_, st, row)) if !s.stack_changed && st == s.status => row,
+            prev => {
+                let id = match prev {
+                    Some((id, _, _)) if !s.stack_changed => id,
+                    _ => table.intern(s.stack),
+                };
+                let row = *keys.entry((id, s.thread, s.status)).or_insert_with(|| {
+                    rows.push((id, s.thread_id, s.interpreter_id, s.status, 0));
+                    rows.len() - 1
+                });
+                current[slot] = Some((id, s.status, row));
+                row
+            }
+        };
+        rows[row].4 += 1;
+    }
+    Ok(Aggregate { table, rows })
+}
+
+fn read_err(e: crate::tach::TachError) -> PolarsError {
+    PolarsError::ComputeError(e.to_string().into())
+}
+
+/// The tables every query can use, in `--schema` order.
+pub const TABLES: [&str; 5] = [
+    "samples",
+    "frames",
+    "stacks",
+    "stack_counts",
+    "sample_frames",
+];
+
+/// Status flag columns, in the order of the schema.
+const FLAGS: [(&str, u8); 6] = [
+    ("has_gil", flag::HAS_GIL),
+    ("on_cpu", flag::ON_CPU),
+    ("gil_requested", flag::GIL_REQUESTED),
+    ("has_exception", flag::HAS_EXCEPTION),
+    ("main_thread", flag::MAIN_THREAD),
+    ("unknown", flag::UNKNOWN),
+];
+
+fn field(name: &str, dtype: DataType) -> Field {
+    Field::new(name.into(), dtype)
+}
+
+/// Frame columns shared by `frames`, `stacks` and `sample_frames`.
+fn frame_fields() -> Vec<Field> {
+    vec![
+        field("filename", DataType::String),
+        field("funcname", DataType::String),
+        field("lineno", DataType::Int32),
+        field("end_lineno", DataType::Int32),
+        field("column", DataType::Int32),
+        field("end_column", DataType::Int32),
+        field("opcode", DataType::Int32),
+        field("opname", DataType::String),
+    ]
+}
+
+fn status_fields() -> Vec<Field> {
+    let mut v = vec![field("status", DataType::Int32)];
+    v.extend(FLAGS.iter().map(|(n, _)| field(n, DataType::Boolean)));
+    v
+}
+
+pub fn samples_schema() -> Schema {
+    let mut v = vec![
+        field("file", DataType::String),
+        field("sample", DataType::Int64),
+        field("timestamp_us", DataType::Int64),
+        field("time_s", DataType::Float64),
+        field("thread_id", DataType::UInt64),
+        field("interpreter_id", DataType::UInt32),
+    ];
+    v.extend(status_fields());
+    v.extend([
+        field("stack_id", DataType::UInt32),
+        field("depth", DataType::UInt32),
+        field("frame_id", DataType::UInt32),
+        field("funcname", DataType::String),
+        field("filename", DataType::String),
+        field("lineno", DataType::Int32),
+    ]);
+    Schema::from_iter(v)
+}
+
+pub fn frames_schema() -> Schema {
+    let mut v = vec![
+        field("file", DataType::String),
+        field("frame_id", DataType::UInt32),
+    ];
+    v.extend(frame_fields());
+    Schema::from_iter(v)
+}
+
+pub fn stacks_schema() -> Schema {
+    let mut v = vec![
+        field("file", DataType::String),
+        field("stack_id", DataType::UInt32),
+        field("position", DataType::UInt32),
+        field("frame_id", DataType::UInt32),
+    ];
+    v.extend(frame_fields());
+    Schema::from_iter(v)
+}
+
+pub fn stack_counts_schema() -> Schema {
+    let mut v = vec![
+        field("file", DataType::String),
+        field("stack_id", DataType::UInt32),
+        field("thread_id", DataType::UInt64),
+        field("interpreter_id", DataType::UInt32),
+    ];
+    v.extend(status_fields());
+    v.push(field("samples", DataType::UInt64));
+    Schema::from_iter(v)
+}
+
+/// The sample columns that `sample_frames` keeps (the leaf-frame ones come from the
+/// stack instead).
+const SAMPLE_FRAMES_SAMPLE_COLS: [&str; 14] = [
+    "file",
+    "sample",
+    "timestamp_us",
+    "time_s",
+    "thread_id",
+    "interpreter_id",
+    "status",
+    "has_gil",
+    "on_cpu",
+    "gil_requested",
+    "has_exception",
+    "main_thread",
+    "unknown",
+    "stack_id",
+];
+
+pub fn sample_frames_schema() -> Schema {
+    let samples = samples_schema();
+    let mut v: Vec<Field> = SAMPLE_FRAMES_SAMPLE_COLS
+        .iter()
+        .map(|c| field(c, samples.get(c).cloned().unwrap_or(DataType::Null)))
+        .collect();
+    v.push(field("depth", DataType::UInt32));
+    v.push(field("position", DataType::UInt32));
+    v.push(field("frame_id", DataType::UInt32));
+    v.extend(frame_fields());
+    Schema::from_iter(v)
+}
+
+/// The schema of a table by name.
+pub fn schema_of(table: &str) -> Option<Schema> {
+    Some(match table {
+        "samples" => samples_schema(),
+        "frames" => frames_schema(),
+        "stacks" => stacks_schema(),
+        "stack_counts" => stack_counts_schema(),
+        "sample_frames" => sample_frames_schema(),
+        _ => return None,
+    })
+}
+
+/// `-1` in the frame table means "absent": null in SQL.
+fn opt_i32(v: i32) -> Option<i32> {
+    (v != -1).then_some(v)
+}
+
+/// The frames table of one file, without `file`. Columns are in `frame_fields` order
+/// after `frame_id`.
+fn frames_frame(file: &TachFile) -> DataFrame {
+    let frames = file.frames();
+    let n = frames.len();
+    let ids: Vec<u32> = (0..n as u32).collect();
+    let filename: Vec<&str> = frames.iter().map(|f| file.string(f.filename)).collect();
+    let funcname: Vec<&str> = frames.iter().map(|f| file.string(f.funcname)).collect();
+    let int_col = |name: &str, get: fn(&crate::tach::FrameEntry) -> i32| {
+        Column::new(
+            name.into(),
+            frames.iter().map(|f| opt_i32(get(f))).collect::<Vec<_>>(),
+        )
+    };
+    let cols = vec![
+        Column::new("frame_id".into(), ids),
+        Column::new("filename".into(), filename),
+        Column::new("funcname".into(), funcname),
+        int_col("lineno", |f| f.lineno),
+        int_col("end_lineno", |f| f.end_lineno),
+        int_col("column", |f| f.column),
+        int_col("end_column", |f| f.end_column),
+        Column::new(
+            "opcode".into(),
+            frames
+                .iter()
+                .map(|f| f.opcode().map(i32::from))
+                .collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "opname".into(),
+            frames
+                .iter()
+                .map(|f| f.opcode().map(opname))
+                .collect::<Vec<_>>(),
+        ),
+    ];
+    // Every column has n rows by construction.
+    DataFrame::new(n, cols).unwrap_or_else(|_| DataFrame::empty())
+}
+
+/// A `file` column holding one value: a scalar column costs no memory per row.
+fn file_column(name: &str, len: usize) -> Column {
+    Column::new_scalar(
+        "file".into(),
+        Scalar::new(DataType::String, AnyValue::StringOwned(name.into())),
+        len,
+    )
+}
+
+/// Gathers frame columns (by frame id) for `ids`; a null id gives a null row. String
+/// columns are views, so this copies 16 bytes per row and never the text.
+fn gather_frame_columns(
+    frames: &DataFrame,
+    ids: &IdxCa,
+    wanted: &dyn Fn(&str) -> bool,
+    rename: &dyn Fn(&str) -> String,
+) -> PolarsResult<Vec<Column>> {
+    let mut out = Vec::new();
+    for c in frames.columns() {
+        if c.name().as_str() == "frame_id" || !wanted(c.name()) {
+            continue;
+        }
+        let mut taken = c.take(ids)?;
+        taken.rename(rename(c.name()).into());
+        out.push(taken);
+    }
+    Ok(out)
+}
+
+/// Which columns a scan must build.
+struct Wanted(Option<Arc<[PlSmallStr]>>);
+
+impl Wanted {
+    fn has(&self, name: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|cols| cols.iter().any(|c| c.as_str() == name))
+    }
+}
+
+fn scan_lf(
+    scan: impl AnonymousScan + 'static,
+    schema: Schema,
+    name: &'static str,
+) -> PolarsResult<LazyFrame> {
+    LazyFrame::anonymous_scan(
+        Arc::new(scan),
+        ScanArgsAnonymous {
+            schema: Some(Arc::new(schema)),
+            name,
+            ..Default::default()
+        },
+    )
+}
+
+/// Puts the columns in schema order, keeping only those built.
+fn ordered(schema: &Schema, mut cols: Vec<Column>, height: usize) -> PolarsResult<DataFrame> {
+    let mut out = Vec::with_capacity(cols.len());
+    for name in schema.iter_names() {
+        if let Some(i) = cols.iter().position(|c| c.name() == name) {
+            out.push(cols.swap_remove(i));
+        }
+    }
+    DataFrame::new(height, out)
+}
+
+/// A LIMIT pushed into a scan (`DataFrame::head(None)` would mean 10 rows).
+fn first_rows(df: DataFrame, n_rows: Option<usize>) -> PolarsResult<DataFrame> {
+    Ok(match n_rows {
+        Some(n) => df.head(Some(n)),
+        None => df,
+    })
+}
+
+/// The `samples` table of one file.
+struct SamplesScan(Arc<Source>);
+
+impl AnonymousScan for SamplesScan {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn schema(&self, _: Option<usize>) -> PolarsResult<SchemaRef> {
+        Ok(Arc::new(samples_schema()))
+    }
+    fn allows_projection_pushdown(&self) -> bool {
+        true
+    }
+    fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
+        let src = &self.0;
+        let w = Wanted(args.with_columns.clone());
+        let limit = args.n_rows.unwrap_or(usize::MAX);
+        let want_ts = w.has("timestamp_us") || w.has("time_s");
+        let want_status = w.has("status") || FLAGS.iter().any(|(n, _)| w.has(n));
+        let want_leaf =
+            w.has("frame_id") || ["funcname", "filename", "lineno"].iter().any(|c| w.has(c));
+        let want_stack = w.has("stack_id");
+        let mut ts: Vec<i64> = Vec::new();
+        let mut tid: Vec<u64> = Vec::new();
+        let mut iid: Vec<u32> = Vec::new();
+        let mut status: Vec<u8> = Vec::new();
+        let mut stack_id: Vec<u32> = Vec::new();
+        let mut depth: Vec<u32> = Vec::new();
+        let mut leaf: Vec<Option<u32>> = Vec::new();
+        let mut table = StackTable::default();
+        // Per decoder thread slot, the stack id of its current stack: a REPEAT record
+        // (stack unchanged) reuses it instead of hashing the stack again.
+        let mut current: Vec<Option<u32>> = Vec::new();
+        let mut n = 0usize;
+        let mut stream = src.file.samples();
+        while n < limit {
+            let Some(s) = stream.next_sample().map_err(read_err)? else {
+                break;
+            };
+            if want_ts {
+                ts.push(s.timestamp_us as i64);
+            }
+            if w.has("thread_id") {
+                tid.push(s.thread_id);
+            }
+            if w.has("interpreter_id") {
+                iid.push(s.interpreter_id);
+            }
+            if want_status {
+                status.push(s.status);
+            }
+            if want_stack {
+                let slot = s.thread as usize;
+                if slot >= current.len() {
+                    current.resize(slot + 1, None);
+                }
+                let id = match current[slot] {
+                    Some(id) if !s.stack_changed => id,
+                    _ => {
+                        let id = table.intern(s.stack);
+                        current[slot] = Some(id);
+                        id
+                    }
+                };
+                stack_id.push(id);
+            }
+            if w.has("depth") {
+                depth.push(s.stack.len() as u32);
+            }
+            if want_leaf {
+                leaf.push(s.stack.first().copied());
+            }
+            n += 1;
+        }
+        let mut cols = Vec::new();
+        if w.has("file") {
+            cols.push(file_column(&src.name, n));
+        }
+        if w.has("sample") {
+            cols.push(Column::new(
+                "sample".into(),
+                (0..n as i64).collect::<Vec<_>>(),
+            ));
+        }
+        if w.has("time_s") {
+            // The profile's first sample is its smallest timestamp (threads are not
+            // written in time order).
+            let origin = if n < limit {
+                ts.iter().copied().min().unwrap_or(0)
+            } else {
+                // A LIMIT stopped the decode early: the origin is the whole file's.
+                crate::tach::index::first_timestamp(&src.file)
+                    .map_err(read_err)?
+                    .map_or(0, |o| o as i64)
+            };
+            let secs: Vec<f64> = ts.iter().map(|&t| (t - origin) as f64 / 1e6).collect();
+            cols.push(Column::new("time_s".into(), secs));
+        }
+        if w.has("timestamp_us") {
+            cols.push(Column::new("timestamp_us".into(), ts));
+        }
+        if w.has("thread_id") {
+            cols.push(Column::new("thread_id".into(), tid));
+        }
+        if w.has("interpreter_id") {
+            cols.push(Column::new("interpreter_id".into(), iid));
+        }
+        if want_status {
+            cols.extend(status_columns(&w, &status));
+        }
+        if want_stack {
+            cols.push(Column::new("stack_id".into(), stack_id));
+        }
+        if w.has("depth") {
+            cols.push(Column::new("depth".into(), depth));
+        }
+        if want_leaf {
+            let ids = IdxCa::from_iter_options("frame_id".into(), leaf.into_iter());
+            if w.has("frame_id") {
+                cols.push(ids.clone().into_series().into_column());
+            }
+            let wanted = |c: &str| matches!(c, "funcname" | "filename" | "lineno") && w.has(c);
+            cols.extend(gather_frame_columns(src.frames(), &ids, &wanted, &|c| {
+                c.to_string()
+            })?);
+        }
+        ordered(&samples_schema(), cols, n)
+    }
+}
+
+fn status_columns(w: &Wanted, status: &[u8]) -> Vec<Column> {
+    let mut cols = Vec::new();
+    if w.has("status") {
+        cols.push(Column::new(
+            "status".into(),
+            status.iter().map(|&s| s as i32).collect::<Vec<_>>(),
+        ));
+    }
+    for (name, bit) in FLAGS {
+        if w.has(name) {
+            cols.push(Column::new(
+                name.into(),
+                status.iter().map(|&s| s & bit != 0).collect::<Vec<_>>(),
+            ));
+        }
+    }
+    cols
+}
+
+/// The `stacks` table of one file: one row per frame of each unique stack.
+struct StacksScan(Arc<Source>);
+
+impl AnonymousScan for StacksScan {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn schema(&self, _: Option<usize>) -> PolarsResult<SchemaRef> {
+        Ok(Arc::new(stacks_schema()))
+    }
+    fn allows_projection_pushdown(&self) -> bool {
+        true
+    }
+    fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
+        let w = Wanted(args.with_columns.clone());
+        let agg = self.0.aggregate()?;
+        let table = &agg.table;
+        let mut sid = Vec::new();
+        let mut pos = Vec::new();
+        let mut fid = Vec::new();
+        for id in 0..table.len() as u32 {
+            for (p, &f) in table.get(id).iter().enumerate() {
+                sid.push(id);
+                pos.push(p as u32);
+                fid.push(f);
+            }
+        }
+        let n = sid.len();
+        let mut cols = vec![
+            file_column(&self.0.name, n),
+            Column::new("stack_id".into(), sid),
+            Column::new("position".into(), pos),
+        ];
+        let ids = IdxCa::from_vec("frame_id".into(), fid);
+        cols.extend(gather_frame_columns(
+            self.0.frames(),
+            &ids,
+            &|c| w.has(c),
+            &|c| c.to_string(),
+        )?);
+        cols.push(ids.into_series().into_column());
+        cols.retain(|c| w.has(c.name()));
+        first_rows(ordered(&stacks_schema(), cols, n)?, args.n_rows)
+    }
+}
+
+/// The `stack_counts` table of one file: samples per (stack, thread, status).
+struct StackCountsScan(Arc<Source>);
+
+impl AnonymousScan for StackCountsScan {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn schema(&self, _: Option<usize>) -> PolarsResult<SchemaRef> {
+        Ok(Arc::new(stack_counts_schema()))
+    }
+    fn allows_projection_pushdown(&self) -> bool {
+        true
+    }
+    fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
+        let w = Wanted(args.with_columns.clone());
+        let src = &self.0;
+        let agg = src.aggregate()?;
+        let rows = &agg.rows;
+        let n = rows.len();
+        let status: Vec<u8> = rows.iter().map(|r| r.3).collect();
+        let mut cols = vec![
+            file_column(&src.name, n),
+            Column::new(
+                "stack_id".into(),
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "thread_id".into(),
+                rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "interpreter_id".into(),
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "samples".into(),
+                rows.iter().map(|r| r.4).collect::<Vec<_>>(),
+            ),
+        ];
+        cols.extend(status_columns(&w, &status));
+        cols.retain(|c| w.has(c.name()));
+        first_rows(ordered(&stack_counts_schema(), cols, n)?, args.n_rows)
+    }
+}
+
+/// The `frames` table of one file.
+fn frames_lf(src: &Arc<Source>) -> LazyFrame {
+    let df = src.frames().clone();
+    let n = df.height();
+    let mut cols = vec![file_column(&src.name, n)];
+    cols.extend(df.columns().iter().cloned());
+    DataFrame::new(n, cols)
+        .unwrap_or_else(|_| DataFrame::empty_with_schema(&frames_schema()))
+        .lazy()
+}
+
+/// One table over all sources.
+pub fn table(name: &str, sources: &[Arc<Source>]) -> PolarsResult<LazyFrame> {
+    let per_file: Vec<LazyFrame> = sources
+        .iter()
+        .map(|s| -> PolarsResult<LazyFrame> {
+            Ok(match name {
+                "samples" => scan_lf(SamplesScan(s.clone()), samples_schema(), "tach samples")?,
+                "frames" => frames_lf(s),
+                "stacks" => scan_lf(StacksScan(s.clone()), stacks_schema(), "tach stacks")?,
+                "stack_counts" => scan_lf(
+                    StackCountsScan(s.clone()),
+                    stack_counts_schema(),
+                    "tach stack_counts",
+                )?,
+                "sample_frames" => sample_frames_lf(s)?,
+                other => polars_bail!(ComputeError: "no table {other}"),
+            })
+        })
+        .collect::<PolarsResult<_>>()?;
+    match per_file.len() {
+        1 => Ok(per_file.into_iter().next().unwrap_or_default()),
+        _ => concat(per_file, UnionArgs::default()),
+    }
+}
+
+/// `sample_frames` for one file: samples joined with their stack's frames. Lazy: the
+/// join runs only if a query reads this table, and it has one row per frame of every
+/// sample (use `stack_counts` with `stacks` for whole-profile inclusive counts).
+fn sample_frames_lf(src: &Arc<Source>) -> PolarsResult<LazyFrame> {
+    let samples = scan_lf(SamplesScan(src.clone()), samples_schema(), "tach samples")?.select(
+        SAMPLE_FRAMES_SAMPLE_COLS
+            .iter()
+            .map(|c| col(*c))
+            .chain([col("depth")])
+            .collect::<Vec<_>>(),
+    );
+    let stacks = scan_lf(StacksScan(src.clone()), stacks_schema(), "tach stacks")?.select(
+        stacks_schema()
+            .iter_names()
+            .filter(|n| n.as_str() != "file")
+            .map(|n| col(n.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let joined = samples.join(
+        stacks,
+        [col("stack_id")],
+        [col("stack_id")],
+        JoinArgs::new(JoinType::Inner),
+    );
+    let order: Vec<Expr> = sample_frames_schema()
+        .iter_names()
+        .map(|n| col(n.clone()))
+        .collect();
+    Ok(joined.select(order))
+}

@@ -1,0 +1,119 @@
+"""The Parquet export read by pyarrow and DuckDB: same counts as tach itself.
+
+Run (after `cargo build`):
+    python3 -m pytest tests/python/test_parquet.py -q
+with pyarrow, duckdb and pytest installed (pip install pyarrow duckdb pytest).
+TACH_BIN overrides the tach binary.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import duckdb
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "golden" / "cpython-3.15.2"
+FILES = ["threads_mixed.bin", "cpu_recursive.bin", "stdlib_tests_large.bin"]
+
+
+def tach_bin():
+    if "TACH_BIN" in os.environ:
+        return os.environ["TACH_BIN"]
+    target = os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target"))
+    path = pathlib.Path(target) / "debug" / "tach"
+    if not path.exists():
+        pytest.skip(f"SKIPPED: {path} not built (cargo build)")
+    return str(path)
+
+
+def tach(*args):
+    out = subprocess.run([tach_bin(), *map(str, args)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def query(sql, *files):
+    return json.loads(tach("query", sql, *files, "--format", "json"))
+
+
+def sample_count(path):
+    return query("select count(*) as n from samples", path)[0]["n"]
+
+
+TOP_SELF = """select funcname, count(*) as n from {samples} group by funcname
+              order by n desc, funcname limit 10"""
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    out = tmp_path_factory.mktemp("single") / "one.parquet"
+    tach("export", "--parquet", "-o", out, GOLDEN / FILES[0])
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("batch") / "ds"
+    tach("export", "--parquet", "--out-dir", out, *[GOLDEN / f for f in FILES])
+    return out
+
+
+def test_single_file_tables_read_by_pyarrow(single):
+    path = GOLDEN / FILES[0]
+    samples = pq.read_table(single / "samples.parquet")
+    assert samples.num_rows == sample_count(path)
+    frames = pq.read_table(single / "frames.parquet")
+    assert frames.num_rows == query("select count(*) as n from frames", path)[0]["n"]
+    stacks = pq.read_table(single / "stacks.parquet")
+    assert stacks.num_rows == query("select count(*) as n from stacks", path)[0]["n"]
+    assert samples.schema.names[:4] == ["file", "sample", "timestamp_us", "time_s"]
+
+
+def test_single_file_counts_in_duckdb_equal_tach_query(single):
+    path = GOLDEN / FILES[0]
+    con = duckdb.connect()
+    got = con.execute(
+        TOP_SELF.format(samples=f"read_parquet('{single}/samples.parquet')")
+    ).fetchall()
+    want = [(r["funcname"], r["n"]) for r in query(TOP_SELF.format(samples="samples"), path)]
+    assert got == want
+
+
+def test_hive_dataset_reads_as_one_table(dataset):
+    for f in FILES:
+        assert (dataset / "samples" / f"source={f[:-4]}" / "part-0.parquet").exists()
+    con = duckdb.connect()
+    rows = con.execute(
+        f"""select source, count(*) from read_parquet('{dataset}/samples/*/*.parquet',
+            hive_partitioning = true) group by source order by source"""
+    ).fetchall()
+    assert rows == sorted((f[:-4], sample_count(GOLDEN / f)) for f in FILES)
+
+    table = pads.dataset(dataset / "samples", format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == sum(sample_count(GOLDEN / f) for f in FILES)
+    assert "source" in table.schema.names
+
+
+def test_inclusive_counts_over_the_dataset_equal_tach_query(dataset):
+    con = duckdb.connect()
+    got = con.execute(
+        f"""select s.funcname, count(*) as n
+            from read_parquet('{dataset}/samples/*/*.parquet', hive_partitioning = true) x
+            join (select distinct source, stack_id, funcname
+                  from read_parquet('{dataset}/stacks/*/*.parquet', hive_partitioning = true)) s
+              on s.source = x.source and s.stack_id = x.stack_id
+            group by s.funcname order by n desc, s.funcname limit 10"""
+    ).fetchall()
+    want = query(
+        """select s.funcname, sum(c.samples) as n
+           from (select distinct file, stack_id, funcname from stacks) s
+           join stack_counts c on s.file = c.file and s.stack_id = c.stack_id
+           group by s.funcname order by n desc, s.funcname limit 10""",
+        *[GOLDEN / f for f in FILES],
+    )
+    assert got == [(r["funcname"], r["n"]) for r in want]

@@ -1,0 +1,847 @@
+//! `tach query` and the Parquet exporter: the one test binary that links polars.
+//!
+//! The nine queries of issue 4 each get a checked answer: CPython's own pstats numbers
+//! (golden/cpython-3.15.2/NAME.pstats, loaded with Python's marshal) where CPython
+//! defines them, otherwise an independent computation from the decoded samples.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use polars::prelude::*;
+use tach::query::{QueryEngine, QueryError};
+use tach::tach::{OwnedSample, TachFile};
+
+fn golden(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("golden/cpython-3.15.2")
+        .join(name)
+}
+
+fn engine(names: &[&str]) -> QueryEngine {
+    let paths: Vec<PathBuf> = names.iter().map(|n| golden(n)).collect();
+    QueryEngine::open(&paths).expect("open golden files")
+}
+
+fn run(e: &QueryEngine, sql: &str) -> DataFrame {
+    e.run(sql).unwrap_or_else(|err| panic!("{sql}\n{err}"))
+}
+
+fn ints(df: &DataFrame, c: &str) -> Vec<Option<i64>> {
+    let col = df.column(c).unwrap().cast(&DataType::Int64).unwrap();
+    let ca = col.i64().unwrap();
+    (0..ca.len()).map(|i| ca.get(i)).collect()
+}
+
+fn floats(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
+    let col = df.column(c).unwrap().cast(&DataType::Float64).unwrap();
+    let ca = col.f64().unwrap();
+    (0..ca.len()).map(|i| ca.get(i)).collect()
+}
+
+fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
+    let col = df.column(c).unwrap().cast(&DataType::String).unwrap();
+    let ca = col.str().unwrap();
+    (0..ca.len())
+        .map(|i| ca.get(i).map(str::to_string))
+        .collect()
+}
+
+/// Files CPython wrote pstats for (every public golden file with samples).
+const PSTATS_FILES: [&str; 12] = [
+    "cpu_recursive.bin",
+    "cpu_recursive_nogc_blocking.bin",
+    "cpu_recursive_none.bin",
+    "cpu_recursive_opcodes.bin",
+    "deep_recursion.bin",
+    "stdlib_tests_large.bin",
+    "synthetic_deep_stacks.bin",
+    "synthetic_many_threads_none.bin",
+    "synthetic_rle.bin",
+    "threads_mixed.bin",
+    "threads_mixed_cpu.bin",
+    "threads_mixed_gil.bin",
+];
+
+type Func = (String, i64, String);
+
+/// CPython's pstats: per function (filename, line, funcname) its (direct, cumulative)
+/// counts, and per (callee, caller) the caller count.
+struct Pstats {
+    stats: HashMap<Func, (i64, i64)>,
+    callers: HashMap<(Func, Func), i64>,
+}
+
+fn load_pstats(bin: &str) -> Option<Pstats> {
+    let path = golden(&bin.replace(".bin", ".pstats"));
+    let script = r#"
+import json, marshal, sys
+d = marshal.load(open(sys.argv[1], 'rb'))
+out = []
+for k, v in d.items():
+    if len(k) != 3:
+        continue
+    out.append([list(k), v[0], v[1], [[list(c), n] for c, n in v[4].items()]])
+print(json.dumps(out))
+"#;
+    let out = match Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&path)
+        .output()
+    {
+        Ok(o) if o.status.success() => o,
+        other => {
+            eprintln!(
+                "SKIPPED: python3 could not load {} ({other:?})",
+                path.display()
+            );
+            return None;
+        }
+    };
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let func = |k: &serde_json::Value| -> Func {
+        (
+            k[0].as_str().unwrap().to_string(),
+            k[1].as_i64().unwrap(),
+            k[2].as_str().unwrap().to_string(),
+        )
+    };
+    let mut stats = HashMap::new();
+    let mut callers = HashMap::new();
+    for row in v.as_array().unwrap() {
+        let f = func(&row[0]);
+        stats.insert(
+            f.clone(),
+            (row[1].as_i64().unwrap(), row[2].as_i64().unwrap()),
+        );
+        for c in row[3].as_array().unwrap() {
+            callers.insert((f.clone(), func(&c[0])), c[1].as_i64().unwrap());
+        }
+    }
+    Some(Pstats { stats, callers })
+}
+
+fn funcs3(df: &DataFrame) -> Vec<Func> {
+    let f = strs(df, "filename");
+    let l = ints(df, "line");
+    let n = strs(df, "funcname");
+    (0..df.height())
+        .map(|i| (f[i].clone().unwrap(), l[i].unwrap(), n[i].clone().unwrap()))
+        .collect()
+}
+
+const INTERNAL: &str = "filename not like '%_sync_coordinator.py'";
+
+// 1. Top self functions. CPython drops the profiler's own frames
+// (`_sync_coordinator.py`, in the middle of every stack of a `run` recording) before
+// taking the leaf, so its "direct" count of a sample whose leaf is such a frame goes
+// to the first frame outside it: the CPython-equivalent query picks that frame from
+// `stacks` and weights it by `stack_counts`.
+#[test]
+fn q1_q7_self_counts_equal_cpython_pstats_direct() {
+    for bin in PSTATS_FILES {
+        let Some(p) = load_pstats(bin) else { return };
+        let e = engine(&[bin]);
+        let cpython = run(
+            &e,
+            &format!(
+                "with leaf as (select file, stack_id, min(position) as position from stacks \
+                               where {INTERNAL} group by file, stack_id) \
+                 select s.filename, coalesce(s.lineno, 0) as line, s.funcname, sum(c.samples) as n \
+                 from leaf l \
+                 join stacks s on s.file = l.file and s.stack_id = l.stack_id and s.position = l.position \
+                 join stack_counts c on c.file = l.file and c.stack_id = l.stack_id \
+                 group by s.filename, line, s.funcname"
+            ),
+        );
+        let got: HashMap<Func, i64> = funcs3(&cpython)
+            .into_iter()
+            .zip(ints(&cpython, "n"))
+            .map(|(f, n)| (f, n.unwrap()))
+            .collect();
+        let want: HashMap<Func, i64> = p
+            .stats
+            .iter()
+            .filter(|(_, v)| v.0 > 0)
+            .map(|(k, v)| (k.clone(), v.0))
+            .collect();
+        assert_eq!(got, want, "{bin}: self counts");
+
+        // The plain query on the leaf columns of `samples`, against the decoded samples.
+        let df = run(
+            &e,
+            "select filename, coalesce(lineno, 0) as line, funcname, count(*) as n \
+             from samples where depth > 0 group by filename, line, funcname order by n desc",
+        );
+        let (f, samples) = decoded(bin);
+        let mut leaf: HashMap<Func, i64> = HashMap::new();
+        for s in samples.iter().filter(|s| !s.stack.is_empty()) {
+            let fr = s.stack[0];
+            let line = f.frames()[fr as usize]
+                .location()
+                .map_or(0, |l| l.lineno as i64);
+            *leaf
+                .entry((f.filename(fr).to_string(), line, f.funcname(fr).to_string()))
+                .or_default() += 1;
+        }
+        let plain: HashMap<Func, i64> = funcs3(&df)
+            .into_iter()
+            .zip(ints(&df, "n"))
+            .map(|(f, n)| (f, n.unwrap()))
+            .collect();
+        assert_eq!(plain, leaf, "{bin}: leaf counts");
+
+        // 7. Hottest lines of the hottest function: the per-line split of one function.
+        let top = strs(&df, "funcname")[0].clone().unwrap();
+        let lines = run(
+            &e,
+            &format!(
+                "select filename, coalesce(lineno, 0) as line, funcname, count(*) as n from samples \
+                 where funcname = '{}' and {INTERNAL} group by filename, line, funcname \
+                 order by n desc, line",
+                top.replace('\'', "''")
+            ),
+        );
+        let want_lines: HashMap<Func, i64> = want
+            .iter()
+            .filter(|(k, _)| k.2 == top)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        let got_lines: HashMap<Func, i64> = funcs3(&lines)
+            .into_iter()
+            .zip(ints(&lines, "n"))
+            .map(|(f, n)| (f, n.unwrap()))
+            .collect();
+        assert_eq!(got_lines, want_lines, "{bin}: lines of {top}");
+        let n = ints(&lines, "n");
+        assert!(n.windows(2).all(|w| w[0] >= w[1]), "{bin}: ordered");
+    }
+}
+
+/// The recommended whole-profile inclusive query: unique stacks weighted by counts.
+fn cumulative_sql(key: &str) -> String {
+    format!(
+        "select {key}, sum(c.samples) as n \
+         from (select distinct file, stack_id, filename, coalesce(lineno, 0) as line, funcname \
+               from stacks where {INTERNAL}) s \
+         join stack_counts c on s.file = c.file and s.stack_id = c.stack_id \
+         group by {key} order by n desc"
+    )
+}
+
+// 2. Inclusive counts, once per sample (recursion once): pstats cumulative counts.
+#[test]
+fn q2_inclusive_counts_equal_cpython_pstats_cumulative() {
+    for bin in PSTATS_FILES {
+        let Some(p) = load_pstats(bin) else { return };
+        let e = engine(&[bin]);
+        let df = run(&e, &cumulative_sql("s.filename, s.line, s.funcname"));
+        let got: HashMap<Func, i64> = funcs3(&df)
+            .into_iter()
+            .zip(ints(&df, "n"))
+            .map(|(f, n)| (f, n.unwrap()))
+            .collect();
+        let want: HashMap<Func, i64> = p.stats.iter().map(|(k, v)| (k.clone(), v.1)).collect();
+        assert_eq!(got, want, "{bin}: cumulative counts");
+    }
+}
+
+/// Decoded samples, for the independent checks.
+fn decoded(bin: &str) -> (TachFile, Vec<OwnedSample>) {
+    let f = TachFile::open(golden(bin)).unwrap();
+    let s = f.collect_samples().unwrap();
+    (f, s)
+}
+
+// 2. The function-level inclusive query (filename, funcname), and the lazy
+// sample_frames table giving the same answer with count(distinct sample).
+#[test]
+fn q2_top_inclusive_functions_match_decoded_samples() {
+    let bin = "deep_recursion.bin";
+    let (f, samples) = decoded(bin);
+    let mut want: HashMap<(String, String), i64> = HashMap::new();
+    for s in &samples {
+        let set: HashSet<(String, String)> = s
+            .stack
+            .iter()
+            .map(|&fr| (f.filename(fr).to_string(), f.funcname(fr).to_string()))
+            .collect();
+        for k in set {
+            *want.entry(k).or_default() += 1;
+        }
+    }
+    let e = engine(&[bin]);
+    let weighted = run(
+        &e,
+        "select s.filename, s.funcname, sum(c.samples) as n \
+         from (select distinct file, stack_id, filename, funcname from stacks) s \
+         join stack_counts c on s.file = c.file and s.stack_id = c.stack_id \
+         group by s.filename, s.funcname order by n desc limit 10",
+    );
+    let naive = run(
+        &e,
+        "select filename, funcname, count(distinct sample) as n from sample_frames \
+         group by filename, funcname order by n desc limit 10",
+    );
+    for df in [&weighted, &naive] {
+        let names = strs(df, "funcname");
+        let files = strs(df, "filename");
+        let n = ints(df, "n");
+        assert_eq!(df.height(), 10.min(want.len()));
+        for i in 0..df.height() {
+            let k = (files[i].clone().unwrap(), names[i].clone().unwrap());
+            assert_eq!(Some(want[&k]), n[i], "{k:?}");
+        }
+        let mut counts: Vec<i64> = want.values().copied().collect();
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        assert_eq!(
+            n.iter().map(|v| v.unwrap()).collect::<Vec<_>>(),
+            counts[..df.height()]
+        );
+    }
+}
+
+// 3. Time per thread.
+#[test]
+fn q3_time_per_thread() {
+    let bin = "threads_mixed.bin";
+    let (f, samples) = decoded(bin);
+    let interval = f.header().sample_interval_us as f64 / 1e6;
+    let mut want: BTreeMap<u64, (i64, u64, u64)> = BTreeMap::new();
+    for s in &samples {
+        let e = want.entry(s.thread_id).or_insert((0, u64::MAX, 0));
+        e.0 += 1;
+        e.1 = e.1.min(s.timestamp_us);
+        e.2 = e.2.max(s.timestamp_us);
+    }
+    let e = engine(&[bin]);
+    let df = run(
+        &e,
+        &format!(
+            "select thread_id, count(*) as samples, count(*) * {interval} as seconds, \
+             max(timestamp_us) - min(timestamp_us) as span_us \
+             from samples group by thread_id order by thread_id"
+        ),
+    );
+    let tids = ints(&df, "thread_id");
+    let n = ints(&df, "samples");
+    let secs = floats(&df, "seconds");
+    let span = ints(&df, "span_us");
+    assert_eq!(df.height(), want.len());
+    for (i, (tid, (count, lo, hi))) in want.iter().enumerate() {
+        assert_eq!(tids[i], Some(*tid as i64));
+        assert_eq!(n[i], Some(*count));
+        assert!((secs[i].unwrap() - *count as f64 * interval).abs() < 1e-9);
+        assert_eq!(span[i], Some((hi - lo) as i64));
+    }
+}
+
+// 4. Samples per 100 ms bucket over time.
+#[test]
+fn q4_samples_per_100ms_bucket() {
+    let bin = "stdlib_tests_large.bin";
+    let (_, samples) = decoded(bin);
+    let origin = samples.iter().map(|s| s.timestamp_us).min().unwrap();
+    let mut want: BTreeMap<i64, i64> = BTreeMap::new();
+    for s in &samples {
+        let t = (s.timestamp_us - origin) as f64 / 1e6;
+        *want.entry((t * 10.0).floor() as i64).or_default() += 1;
+    }
+    let e = engine(&[bin]);
+    let df = run(
+        &e,
+        "select cast(floor(time_s * 10) as bigint) as bucket, count(*) as n \
+         from samples group by bucket order by bucket",
+    );
+    let got: BTreeMap<i64, i64> = ints(&df, "bucket")
+        .into_iter()
+        .zip(ints(&df, "n"))
+        .map(|(b, n)| (b.unwrap(), n.unwrap()))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        *got.keys().next().unwrap(),
+        0,
+        "time_s starts at the first sample"
+    );
+}
+
+// 5. Callers of a given function: pstats' callers dict.
+#[test]
+fn q5_callers_equal_cpython_pstats_callers() {
+    for bin in [
+        "cpu_recursive.bin",
+        "stdlib_tests_large.bin",
+        "threads_mixed.bin",
+    ] {
+        let Some(p) = load_pstats(bin) else { return };
+        // The callee with the most distinct callers.
+        let mut per_callee: HashMap<&Func, usize> = HashMap::new();
+        for (callee, _) in p.callers.keys() {
+            *per_callee.entry(callee).or_default() += 1;
+        }
+        let (callee, _) = per_callee
+            .iter()
+            .max_by_key(|(k, n)| (**n, (**k).clone()))
+            .unwrap();
+        let e = engine(&[bin]);
+        let sql = format!(
+            "select caller.filename, coalesce(caller.lineno, 0) as line, caller.funcname, \
+                    sum(c.samples) as n \
+             from (select file, stack_id, position + 1 as parent from stacks \
+                   where funcname = '{}' and filename = '{}' and coalesce(lineno, 0) = {}) callee \
+             join stacks caller on caller.file = callee.file and caller.stack_id = callee.stack_id \
+                  and caller.position = callee.parent \
+             join stack_counts c on c.file = callee.file and c.stack_id = callee.stack_id \
+             where caller.{INTERNAL} \
+             group by caller.filename, line, caller.funcname order by n desc",
+            callee.2, callee.0, callee.1
+        );
+        let df = run(&e, &sql);
+        let got: HashMap<Func, i64> = funcs3(&df)
+            .into_iter()
+            .zip(ints(&df, "n"))
+            .map(|(f, n)| (f, n.unwrap()))
+            .collect();
+        let want: HashMap<Func, i64> = p
+            .callers
+            .iter()
+            .filter(|((c, _), _)| c == *callee)
+            .map(|((_, caller), n)| (caller.clone(), *n))
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{bin}: callers of {callee:?}");
+    }
+}
+
+// 6. Share of GIL-wait samples per thread.
+#[test]
+fn q6_gil_wait_share_per_thread() {
+    let bin = "threads_mixed.bin";
+    let (_, samples) = decoded(bin);
+    let mut want: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
+    for s in &samples {
+        let e = want.entry(s.thread_id).or_default();
+        e.0 += 1;
+        e.1 += i64::from(s.status & 8 != 0);
+    }
+    assert!(want.values().any(|v| v.1 > 0), "the file has GIL waits");
+    let e = engine(&[bin]);
+    let df = run(
+        &e,
+        "select thread_id, count(*) as n, \
+                sum(case when gil_requested then 1 else 0 end) as waits, \
+                avg(case when gil_requested then 1.0 else 0.0 end) as share \
+         from samples group by thread_id order by thread_id",
+    );
+    let tids = ints(&df, "thread_id");
+    let waits = ints(&df, "waits");
+    let share = floats(&df, "share");
+    assert_eq!(df.height(), want.len());
+    for (i, (tid, (n, w))) in want.iter().enumerate() {
+        assert_eq!(tids[i], Some(*tid as i64));
+        assert_eq!(waits[i], Some(*w));
+        assert!((share[i].unwrap() - *w as f64 / *n as f64).abs() < 1e-12);
+    }
+}
+
+// 8. Two files side by side through the `file` column.
+#[test]
+fn q8_two_files_side_by_side() {
+    let (a, b) = ("cpu_recursive.bin", "cpu_recursive_none.bin");
+    let mut want: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (i, bin) in [a, b].into_iter().enumerate() {
+        let (f, samples) = decoded(bin);
+        for s in samples.iter().filter(|s| !s.stack.is_empty()) {
+            let e = want.entry(f.funcname(s.stack[0]).to_string()).or_default();
+            if i == 0 {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+            }
+        }
+    }
+    let e = engine(&[a, b]);
+    let (fa, fb) = (
+        golden(a).display().to_string(),
+        golden(b).display().to_string(),
+    );
+    let df = run(
+        &e,
+        &format!(
+            "select funcname, \
+                    sum(case when file = '{fa}' then 1 else 0 end) as a, \
+                    sum(case when file = '{fb}' then 1 else 0 end) as b \
+             from samples where depth > 0 group by funcname order by funcname"
+        ),
+    );
+    let got: BTreeMap<String, (i64, i64)> = strs(&df, "funcname")
+        .into_iter()
+        .zip(ints(&df, "a").into_iter().zip(ints(&df, "b")))
+        .map(|(f, (x, y))| (f.unwrap(), (x.unwrap(), y.unwrap())))
+        .collect();
+    assert_eq!(got, want);
+    let files = run(
+        &e,
+        "select file, count(*) as n from samples group by file order by file",
+    );
+    assert_eq!(strs(&files, "file"), vec![Some(fa), Some(fb)]);
+}
+
+// 9. A join between samples and frames.
+#[test]
+fn q9_join_samples_with_frames() {
+    let bin = "cpu_recursive_opcodes.bin";
+    let (f, samples) = decoded(bin);
+    let mut want: BTreeMap<Option<i64>, i64> = BTreeMap::new();
+    for s in samples.iter().filter(|s| !s.stack.is_empty()) {
+        let op = f.frames()[s.stack[0] as usize].opcode().map(i64::from);
+        *want.entry(op).or_default() += 1;
+    }
+    assert!(want.keys().any(|k| k.is_some()), "the file records opcodes");
+    let e = engine(&[bin]);
+    let df = run(
+        &e,
+        "select f.opcode, f.opname, count(*) as n from samples s \
+         join frames f on s.file = f.file and s.frame_id = f.frame_id \
+         group by f.opcode, f.opname order by f.opcode",
+    );
+    let got: BTreeMap<Option<i64>, i64> = ints(&df, "opcode")
+        .into_iter()
+        .zip(ints(&df, "n"))
+        .map(|(o, n)| (o, n.unwrap()))
+        .collect();
+    assert_eq!(got, want);
+    let names = strs(&df, "opname");
+    for (op, name) in ints(&df, "opcode").iter().zip(names) {
+        assert_eq!(op.is_some(), name.is_some());
+        if let (Some(op), Some(name)) = (op, name) {
+            assert_eq!(name, tach::query::opnames::opname(*op as u8));
+            assert!(!name.starts_with('<'), "opcode {op} has a CPython name");
+        }
+    }
+}
+
+#[test]
+fn samples_columns_match_decoded_samples() {
+    let bin = "synthetic_many_threads_none.bin";
+    let (f, samples) = decoded(bin);
+    let e = engine(&[bin]);
+    let df = run(
+        &e,
+        "select sample, timestamp_us, thread_id, interpreter_id, status, has_gil, on_cpu, \
+         gil_requested, has_exception, main_thread, unknown, depth, frame_id, funcname, filename, lineno \
+         from samples order by sample",
+    );
+    assert_eq!(df.height(), samples.len());
+    let ts = ints(&df, "timestamp_us");
+    let tid: Vec<Option<u64>> = {
+        let c = df
+            .column("thread_id")
+            .unwrap()
+            .as_materialized_series()
+            .clone();
+        let ca = c.u64().unwrap().clone();
+        (0..ca.len()).map(|i| ca.get(i)).collect()
+    };
+    let iid = ints(&df, "interpreter_id");
+    let st = ints(&df, "status");
+    let depth = ints(&df, "depth");
+    let fid = ints(&df, "frame_id");
+    let func = strs(&df, "funcname");
+    let line = ints(&df, "lineno");
+    let flags: Vec<Vec<Option<i64>>> = [
+        "has_gil",
+        "on_cpu",
+        "unknown",
+        "gil_requested",
+        "has_exception",
+        "main_thread",
+    ]
+    .iter()
+    .map(|c| ints(&df, c))
+    .collect();
+    for (i, s) in samples.iter().enumerate() {
+        assert_eq!(ts[i], Some(s.timestamp_us as i64));
+        assert_eq!(tid[i], Some(s.thread_id));
+        assert_eq!(iid[i], Some(s.interpreter_id as i64));
+        assert_eq!(st[i], Some(s.status as i64));
+        for (b, fl) in flags.iter().enumerate() {
+            assert_eq!(fl[i], Some(i64::from(s.status & (1 << b) != 0)));
+        }
+        assert_eq!(depth[i], Some(s.stack.len() as i64));
+        let leaf = s.stack.first().copied();
+        assert_eq!(fid[i], leaf.map(i64::from));
+        assert_eq!(func[i].as_deref(), leaf.map(|fr| f.funcname(fr)));
+        let want_line = leaf
+            .and_then(|fr| f.frames()[fr as usize].location())
+            .map(|l| l.lineno as i64);
+        assert_eq!(line[i], want_line);
+    }
+    // stack ids resolve through `stacks` to the decoded stacks.
+    let st = run(
+        &e,
+        "select stack_id, position, frame_id from stacks order by stack_id, position",
+    );
+    let mut stacks: HashMap<i64, Vec<i64>> = HashMap::new();
+    for ((s, p), fr) in ints(&st, "stack_id")
+        .into_iter()
+        .zip(ints(&st, "position"))
+        .zip(ints(&st, "frame_id"))
+    {
+        let v = stacks.entry(s.unwrap()).or_default();
+        assert_eq!(v.len() as i64, p.unwrap());
+        v.push(fr.unwrap());
+    }
+    let ids = ints(&run(&e, "select stack_id from samples"), "stack_id");
+    for (s, id) in samples.iter().zip(ids) {
+        let got = stacks.get(&id.unwrap()).cloned().unwrap_or_default();
+        assert_eq!(got, s.stack.iter().map(|&v| v as i64).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn limit_without_order_stops_early_and_keeps_time_origin() {
+    let e = engine(&["stdlib_tests_large.bin"]);
+    let all = run(&e, "select time_s from samples");
+    let few = run(&e, "select time_s from samples limit 5");
+    assert_eq!(floats(&few, "time_s"), floats(&all, "time_s")[..5].to_vec());
+}
+
+fn err(e: &QueryEngine, sql: &str) -> QueryError {
+    match e.run(sql) {
+        Ok(df) => panic!("{sql} should fail, gave {df:?}"),
+        Err(err) => err,
+    }
+}
+
+#[test]
+fn file_reading_and_writing_sql_is_refused() {
+    let e = engine(&["cpu_recursive.bin"]);
+    let target = std::env::temp_dir().join("tach-query-should-not-exist.parquet");
+    for sql in [
+        "select * from read_parquet('/etc/passwd')".to_string(),
+        "select * from read_csv('/etc/passwd')".to_string(),
+        "select * from read_json('/etc/passwd')".to_string(),
+        "select * from read_ipc('/etc/passwd')".to_string(),
+        "select * from samples s join read_csv('/etc/passwd') p on true".to_string(),
+        "with x as (select * from read_parquet('/etc/passwd')) select * from x".to_string(),
+        "select * from samples where sample in (select 1 from read_csv('/etc/passwd'))".to_string(),
+        format!("copy samples to '{}'", target.display()),
+        "copy samples from '/etc/passwd'".to_string(),
+        "create table t as select * from samples".to_string(),
+        "drop table samples".to_string(),
+        "select * into t2 from samples".to_string(),
+        "show tables".to_string(),
+        "select 1; select 2".to_string(),
+    ] {
+        let error = err(&e, &sql);
+        assert!(
+            matches!(error, QueryError::Forbidden(_) | QueryError::Syntax { .. }),
+            "{sql}: {error}"
+        );
+        assert!(error.is_usage());
+    }
+    assert!(!target.exists());
+    let msg = err(&e, "select * from read_parquet('/etc/passwd')").to_string();
+    assert!(
+        msg.contains("read_parquet") && msg.contains("not allowed"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unknown_names_list_what_exists() {
+    let e = engine(&["cpu_recursive.bin"]);
+    let msg = err(&e, "select * from sample").to_string();
+    for t in tach::query::TABLES {
+        assert!(msg.contains(t), "{msg}");
+    }
+    let msg = err(&e, "select funcnam from samples").to_string();
+    assert!(
+        msg.contains("funcnam") && msg.contains("funcname") && msg.contains("timestamp_us"),
+        "{msg}"
+    );
+    let bad = err(&e, "select count(* from samples");
+    let msg = bad.to_string();
+    assert!(matches!(bad, QueryError::Syntax { .. }), "{msg}");
+    assert!(msg.contains("Column"), "position in {msg}");
+    assert!(msg.contains('^'), "caret in {msg}");
+}
+
+fn tach_bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tach"))
+}
+
+#[test]
+fn cli_formats_schema_explain_and_exit_status() {
+    let f = golden("cpu_recursive.bin");
+    let sql = "select funcname, count(*) as n from samples group by funcname order by n desc, funcname limit 3";
+    let csv = tach_bin()
+        .args(["query", sql])
+        .arg(&f)
+        .args(["--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(csv.status.success());
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let e = engine(&["cpu_recursive.bin"]);
+    let df = run(&e, sql);
+    let mut want = String::from("funcname,n\n");
+    for (f, n) in strs(&df, "funcname").into_iter().zip(ints(&df, "n")) {
+        want.push_str(&format!("{},{}\n", f.unwrap(), n.unwrap()));
+    }
+    assert_eq!(text, want);
+
+    let json = tach_bin()
+        .args(["query", sql])
+        .arg(&f)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 3);
+    assert_eq!(v[0]["n"].as_i64(), ints(&df, "n")[0]);
+    let nd = tach_bin()
+        .args(["query", sql])
+        .arg(&f)
+        .args(["--format", "ndjson"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(nd.stdout).unwrap().lines().count(), 3);
+
+    let table = tach_bin().args(["query", sql]).arg(&f).output().unwrap();
+    let t = String::from_utf8(table.stdout).unwrap();
+    assert!(t.lines().next().unwrap().starts_with("funcname"), "{t}");
+    assert_eq!(t.lines().count(), 5);
+
+    // Globs: one pattern, several files, one table.
+    let pattern = golden("cpu_recursive_*.bin");
+    let g = tach_bin()
+        .args(["query", "select count(distinct file) as files from samples"])
+        .arg(&pattern)
+        .args(["--format", "csv"])
+        .output()
+        .unwrap();
+    // cpu_recursive_{nogc_blocking,none,opcodes,zstd}.bin
+    assert_eq!(String::from_utf8(g.stdout).unwrap(), "files\n4\n");
+
+    let out = std::env::temp_dir().join(format!("tach-query-{}.parquet", std::process::id()));
+    let pq = tach_bin()
+        .args(["query", sql])
+        .arg(&f)
+        .args(["--format", "parquet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(pq.status.success());
+    let back = ParquetReader::new(std::fs::File::open(&out).unwrap())
+        .finish()
+        .unwrap();
+    assert!(back.equals(&df));
+    let _ = std::fs::remove_file(&out);
+
+    let schema = tach_bin().args(["query", "--schema"]).output().unwrap();
+    let s = String::from_utf8(schema.stdout).unwrap();
+    assert!(s.contains("sample_frames") && s.contains("time_s"));
+    let explain = tach_bin()
+        .args(["query", "--explain", sql])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8(explain.stdout).unwrap();
+    assert!(
+        plan.contains("SCAN") && plan.contains("PROJECT 1/19 COLUMNS"),
+        "{plan}"
+    );
+
+    for bad in [
+        "selec 1",
+        "select * from read_parquet('/etc/passwd')",
+        "select nope from samples",
+    ] {
+        let o = tach_bin().args(["query", bad]).arg(&f).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(!o.stderr.is_empty());
+    }
+}
+
+#[test]
+fn parquet_export_round_trips_through_polars() {
+    let dir = tempfile::tempdir().unwrap();
+    let bins = ["threads_mixed.bin", "cpu_recursive.bin"];
+    let out = dir.path().join("one.parquet");
+    let st = tach_bin()
+        .args(["export", "--parquet", "-o"])
+        .arg(&out)
+        .arg(golden(bins[0]))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let e = engine(&[bins[0]]);
+    for t in tach::export::parquet::TABLES {
+        let back =
+            ParquetReader::new(std::fs::File::open(out.join(format!("{t}.parquet"))).unwrap())
+                .finish()
+                .unwrap();
+        let want = e.table(t).unwrap().collect().unwrap();
+        assert!(back.equals_missing(&want), "{t}");
+    }
+    // Batch: a hive partition per input and table.
+    let ds = dir.path().join("ds");
+    let st = tach_bin()
+        .args(["export", "--parquet", "--out-dir"])
+        .arg(&ds)
+        .args(bins.iter().map(|b| golden(b)))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for b in bins {
+        let stem = b.trim_end_matches(".bin");
+        let p = ds
+            .join("samples")
+            .join(format!("source={stem}"))
+            .join("part-0.parquet");
+        let back = ParquetReader::new(std::fs::File::open(&p).unwrap())
+            .finish()
+            .unwrap();
+        assert_eq!(
+            back.height() as u64,
+            TachFile::open(golden(b))
+                .unwrap()
+                .collect_samples()
+                .unwrap()
+                .len() as u64
+        );
+    }
+    // Filters apply to samples as they do to every exporter.
+    let filtered = dir.path().join("gil.parquet");
+    let st = tach_bin()
+        .args([
+            "export",
+            "--parquet",
+            "--status",
+            "has-gil",
+            "--end",
+            "0.5",
+            "-o",
+        ])
+        .arg(&filtered)
+        .arg(golden(bins[0]))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let back = ParquetReader::new(std::fs::File::open(filtered.join("samples.parquet")).unwrap())
+        .finish()
+        .unwrap();
+    let f = TachFile::open(golden(bins[0])).unwrap();
+    let samples = f.collect_samples().unwrap();
+    let origin = samples.iter().map(|s| s.timestamp_us).min().unwrap() as f64;
+    let want = samples
+        .iter()
+        .filter(|s| s.status & 1 != 0 && (s.timestamp_us as f64) < origin + 0.5 * 1e6)
+        .count();
+    assert_eq!(back.height(), want);
+    assert!(want > 0 && want < samples.len());
+}
