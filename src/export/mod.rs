@@ -13,9 +13,9 @@ pub mod flamegraph;
 pub mod gecko;
 pub mod jsonl;
 pub mod marshal;
+pub mod parquet;
 pub mod pstats;
 pub mod pyjson;
-pub mod parquet;
 pub mod render;
 pub mod speedscope;
 
