@@ -440,7 +440,9 @@ def test_accuracy_three_to_one(tmp_path):
     assert total > 1000
     pct = 100 * c["heavy"] / total
     assert abs(pct - true_pct) <= 2, (c, true_pct)
-    assert abs(true_pct - 75) <= 10, true_pct  # loose: preemption bends the workload
+    # Loose: on an idle machine the split is 75%, but preemption on a busy one bends the
+    # workload itself (the recorder is held to the measured truth above).
+    assert abs(true_pct - 75) <= 20, true_pct
 
 
 def test_modes_cpu_and_gil(tmp_path):
