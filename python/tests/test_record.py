@@ -110,19 +110,26 @@ def test_cpu_recursion_stacks_lines_and_header(tmp_path):
     assert len(in_fib) > 0.9 * len(st)
     # Callers are at the recursive call. A sample is read while the thread runs, so a
     # stack can be torn by a call or return in the middle of the read: rare, not never.
-    torn = sum(1 for s in in_fib if any(f[1] == "fib" and f[2] != fib_line for f in s[1:]))
-    assert torn < 0.01 * len(in_fib)
-    for s in in_fib:
-        # innermost fib frames, then main at the call line, then the module.
+    def well_formed(s):
+        # innermost fib frames (the running one may still be on its RESUME instruction,
+        # which carries the `def` line), callers at the recursive call, then main at
+        # the call line, then the module.
         names = funcs(s)
+        if "main" not in names:
+            return False
         k = names.index("main")
-        assert set(names[:k]) == {"fib"}
-        # the running frame may still be on its RESUME instruction (the `def` line)
-        assert s[0][2] in (fib_line, fib_line - 1)
-        assert s[k] == ("script.py", "main", call_line)
-        assert names[k + 1] == "<module>"
-        # the recorder's own harness never shows
-        assert not any(f[0] in ("__main__.py", "_record.py") and "tach" in f[0] for f in s)
+        return (
+            set(names[:k]) == {"fib"}
+            and s[0][2] in (fib_line, fib_line - 1)
+            and all(f[2] == fib_line for f in s[1:k])
+            and s[k] == ("script.py", "main", call_line)
+            and names[k + 1] == "<module>"
+        )
+
+    torn = [s for s in in_fib if not well_formed(s)]
+    assert len(torn) < 0.01 * len(in_fib), torn[:3]
+    # the recorder's own harness never shows
+    assert not any(f[0] in ("__main__.py", "_record.py") for _, _, s in st for f in s)
     tids = {tid for tid, _, _ in st}
     assert tids == {proc_main_tid(data)}
     assert all(status & MAIN_THREAD and status & UNKNOWN for _, status, _ in st)
@@ -433,7 +440,9 @@ def test_accuracy_three_to_one(tmp_path):
     assert total > 1000
     pct = 100 * c["heavy"] / total
     assert abs(pct - true_pct) <= 2, (c, true_pct)
-    assert abs(true_pct - 75) <= 10, true_pct  # loose: preemption bends the workload
+    # Loose: on an idle machine the split is 75%, but preemption on a busy one bends the
+    # workload itself (the recorder is held to the measured truth above).
+    assert abs(true_pct - 75) <= 20, true_pct
 
 
 def test_modes_cpu_and_gil(tmp_path):
@@ -465,10 +474,12 @@ def test_opcodes(tmp_path):
     _, data = run_recorded(tmp_path, script, "--opcodes", "--compression", "none")
     check_header(data, features=["opcodes"])
     assert data["compression"] == "none"
-    ops = collections.Counter(f[6] for f in data["frames"])
-    assert None not in ops
-    base = {op for name, op in dis.opmap.items()}
-    assert set(ops) <= base, {dis.opname[o] for o in set(ops) - base}
+    # Every frame of every sample has a base opcode (but for the rare torn read, whose
+    # instruction pointer may point anywhere).
+    occ = collections.Counter(data["frames"][i][6] for *_, stack in data["samples"] for i in stack)
+    base = set(dis.opmap.values())
+    good = sum(n for op, n in occ.items() if op in base)
+    assert good > 0.99 * sum(occ.values()), occ
     # callers sit on a call instruction
     call_ops = {dis.opmap[n] for n in ("CALL", "PRECALL", "CALL_FUNCTION_EX") if n in dis.opmap}
     # (but for the rare stack torn by a return in the middle of the read)
