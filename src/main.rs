@@ -59,6 +59,10 @@ enum Command {
     Export(ExportArgs),
     /// Run SQL over profiles (tables: samples, frames, stacks, stack_counts, sample_frames).
     Query(QueryArgs),
+    /// Run a Python program with tach's in-process recorder on:
+    /// `tach record -o out.tach -- python app.py ARGS`. The interpreter must have the
+    /// `tach` package installed (`pip install .`); it runs `python -m tach run`.
+    Record(RecordArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -193,6 +197,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Export(args) => export_cmd(args),
         Command::Query(args) => query_cmd(args),
+        Command::Record(args) => record_cmd(args),
     }
 }
 
@@ -591,4 +596,54 @@ fn query_cmd(args: QueryArgs) -> Result<ExitCode, String> {
         }
     };
     result.map(|()| ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+struct RecordArgs {
+    /// Output file (default: tach_<pid>.tach).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Sampling rate in Hz (default 1000).
+    #[arg(short, long)]
+    rate: Option<u64>,
+    /// What to keep: wall (default), cpu, gil or exception.
+    #[arg(long, value_parser = ["wall", "cpu", "gil", "exception"])]
+    mode: Option<String>,
+    /// Sample every thread, not only the main thread.
+    #[arg(short = 'a', long)]
+    all_threads: bool,
+    /// Record each frame's base opcode.
+    #[arg(long)]
+    opcodes: bool,
+    /// No <GC> frames.
+    #[arg(long)]
+    no_gc: bool,
+    /// Compression of the sample data.
+    #[arg(long, value_parser = ["auto", "zstd", "none"])]
+    compression: Option<String>,
+    /// Stop sampling after this many seconds.
+    #[arg(short, long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// The program: an interpreter, then a script (or -m module) and its arguments.
+    #[arg(last = true, required = true, value_name = "PYTHON ARGS")]
+    argv: Vec<std::ffi::OsString>,
+}
+
+fn record_cmd(args: RecordArgs) -> Result<ExitCode, String> {
+    let mut rc = tach::record::cli::RecordCommand::new(args.argv);
+    rc.output = args.output;
+    rc.rate = args.rate;
+    rc.mode = args.mode;
+    rc.all_threads = args.all_threads;
+    rc.opcodes = args.opcodes;
+    rc.no_gc = args.no_gc;
+    rc.compression = args.compression;
+    rc.duration = args.duration;
+    let status = rc.run()?;
+    // The program's own exit status is ours.
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(c.clamp(1, 255) as u8),
+        None => ExitCode::FAILURE,
+    })
 }
