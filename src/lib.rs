@@ -4,4 +4,5 @@ pub mod tach;
 
 #[cfg(feature = "python")]
 mod python;
+#[cfg(feature = "query")]
 pub mod query;

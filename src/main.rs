@@ -58,6 +58,7 @@ enum Command {
     /// Convert files to other profile formats.
     Export(ExportArgs),
     /// Run SQL over profiles (tables: samples, frames, stacks, stack_counts, sample_frames).
+    #[cfg(feature = "query")]
     Query(QueryArgs),
     /// Run a Python program with tach's in-process recorder on:
     /// `tach record -o out.tach -- python app.py ARGS`. The interpreter must have the
@@ -196,6 +197,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Export(args) => export_cmd(args),
+        #[cfg(feature = "query")]
         Command::Query(args) => query_cmd(args),
         Command::Record(args) => record_cmd(args),
     }
@@ -492,6 +494,7 @@ fn progress_bar(len: u64) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+#[cfg(feature = "query")]
 #[derive(Args)]
 #[command(
     after_help = "Tables and columns: tach query --schema. Docs: docs/query.md.\n\
@@ -523,6 +526,7 @@ struct QueryArgs {
 
 /// `tach query`: usage errors (bad SQL, refused statements, unknown names) exit 2,
 /// like clap's; other failures exit 1.
+#[cfg(feature = "query")]
 fn query_cmd(args: QueryArgs) -> Result<ExitCode, String> {
     use tach::query::{self, output};
     if args.schema {

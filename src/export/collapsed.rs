@@ -2,7 +2,7 @@
 //! `replay --collapsed`: `tid:<thread_id>;frame;...;frame <count>` per (thread, stack),
 //! root first, sorted by count descending then by text.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 
 use super::render::{basename, is_internal, lineno};
@@ -44,40 +44,54 @@ impl Exporter for Collapsed {
         // function) triples, not on the rendered text: two files with the same basename
         // give two lines with identical text, and it writes both. Frames that differ only
         // in columns or opcode merge. The interpreter id is dropped.
-        let mut key_of_frame: HashMap<u32, u32> = HashMap::new();
-        let mut keys: HashMap<(&str, i32, &str), u32> = HashMap::new();
+        // Per frame index: its line key, SKIP for dropped frames, UNSEEN until needed.
+        const UNSEEN: u32 = u32::MAX;
+        const SKIP: u32 = u32::MAX - 1;
+        let mut key_of_frame: Vec<u32> = vec![UNSEEN; file.frames().len()];
+        let mut keys: HashMap<(&str, i32, &str), u32> = HashMap::default();
         let mut labels: Vec<String> = Vec::new();
-        let mut lines: HashMap<(u64, Vec<u32>), u64> = HashMap::new();
+        let mut lines: HashMap<(u64, Box<[u32]>), u64> = HashMap::default();
+        let mut key: Vec<u32> = Vec::with_capacity(256);
         for t in &index.threads {
             for &(stack_id, count) in &t.stacks {
                 let stack = index.stacks.get(stack_id);
-                let mut key = Vec::with_capacity(stack.len());
+                key.clear();
                 for &f in stack.iter().rev() {
-                    if is_internal(file, f) {
-                        continue;
+                    let mut k = key_of_frame[f as usize];
+                    if k == UNSEEN {
+                        k = if is_internal(file, f) {
+                            SKIP
+                        } else {
+                            let triple = (file.filename(f), lineno(file, f), file.funcname(f));
+                            *keys.entry(triple).or_insert_with(|| {
+                                let mut label = String::new();
+                                frame_label(file, f, &mut label);
+                                labels.push(label);
+                                labels.len() as u32 - 1
+                            })
+                        };
+                        key_of_frame[f as usize] = k;
                     }
-                    let k = *key_of_frame.entry(f).or_insert_with(|| {
-                        let triple = (file.filename(f), lineno(file, f), file.funcname(f));
-                        *keys.entry(triple).or_insert_with(|| {
-                            let mut label = String::new();
-                            frame_label(file, f, &mut label);
-                            labels.push(label);
-                            labels.len() as u32 - 1
-                        })
-                    });
-                    key.push(k);
+                    if k != SKIP {
+                        key.push(k);
+                    }
                 }
                 if key.is_empty() {
                     continue;
                 }
-                *lines.entry((t.thread_id, key)).or_insert(0) += count;
+                *lines
+                    .entry((t.thread_id, key.as_slice().into()))
+                    .or_insert(0) += count;
             }
         }
         let mut rendered: Vec<(String, u64)> = lines
             .into_iter()
             .map(|((tid, key), count)| {
-                let mut text = format!("tid:{tid}");
-                for k in key {
+                let len: usize = key.iter().map(|&k| labels[k as usize].len() + 1).sum();
+                let mut text = String::with_capacity(len + 24);
+                text.push_str("tid:");
+                text.push_str(&tid.to_string());
+                for &k in key.iter() {
                     text.push(';');
                     text.push_str(&labels[k as usize]);
                 }

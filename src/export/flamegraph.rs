@@ -18,7 +18,6 @@
 //! going straight to the tree skips that work.) Colours come from a hash of the
 //! frame name and inferno sorts its input, so output is deterministic.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use inferno::flamegraph::{self, color, Options, TextTruncateDirection};
@@ -103,27 +102,7 @@ const SKIP: u32 = u32::MAX - 1;
 
 /// FxHash (rustc's hasher) for the small integer keys of the tree: deep stacks mean
 /// millions of lookups, and SipHash made them most of the export's time.
-#[derive(Default, Clone, Copy)]
-struct Fx(u64);
-
-impl std::hash::Hasher for Fx {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 impl Tree {
     fn new() -> Self {

@@ -33,7 +33,6 @@
 //!   the parsed content.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 
 use super::pyjson::{push_float, push_i64, push_str, push_u64};
@@ -44,44 +43,9 @@ use crate::tach::{RecordKind, TachFile};
 
 pub struct Gecko;
 
-/// The Fx hash (rustc's): the maps here are keyed by small integers, for which
-/// SipHash's flood resistance buys nothing and costs most of the export time.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(v as u64);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-    fn write_i32(&mut self, v: i32) {
-        self.write_u64(v as u32 as u64);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn finish(&self) -> u64 {
-        // A final avalanche: hashbrown takes bucket bits from the low end and tag
-        // bits from the top, and raw Fx leaves low bits weak for tuple keys.
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h
-    }
-}
-
-type Map<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// Maps keyed by small integers: Fx hashing (rustc's), because SipHash's flood
+/// resistance buys nothing here and cost most of the export time.
+type Map<K, V> = rustc_hash::FxHashMap<K, V>;
 
 const CATEGORY_PYTHON: u8 = 1;
 const CATEGORY_NATIVE: u8 = 2;

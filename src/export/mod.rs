@@ -13,6 +13,7 @@ pub mod flamegraph;
 pub mod gecko;
 pub mod jsonl;
 pub mod marshal;
+#[cfg(feature = "query")]
 pub mod parquet;
 pub mod pstats;
 pub mod pyjson;
@@ -160,6 +161,7 @@ pub static REGISTRY: &[&dyn Exporter] = &[
     &gecko::Gecko,
     &speedscope::Speedscope,
     &flamegraph::Flamegraph,
+    #[cfg(feature = "query")]
     &parquet::Parquet,
 ];
 

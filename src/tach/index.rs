@@ -3,7 +3,7 @@
 //! (collapsed, pstats, flamegraph) read this instead of every sample, and its memory
 //! grows with unique stacks and runs, not with samples.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::error::Result;
 use super::filter::SampleFilter;
@@ -138,7 +138,7 @@ impl ProfileIndex {
                     status_counts: Box::new([0; 256]),
                     runs: Vec::new(),
                 });
-                per_thread_stack.push(HashMap::new());
+                per_thread_stack.push(HashMap::default());
                 threads.len() - 1
             });
             let (stack_id, entry) = match current[slot] {
