@@ -845,3 +845,29 @@ fn parquet_export_round_trips_through_polars() {
     assert_eq!(back.height(), want);
     assert!(want > 0 && want < samples.len());
 }
+
+#[test]
+fn table_output_aligns_and_notes_rows_left_out() {
+    let e = engine(&["threads_mixed.bin"]);
+    let mut df = run(
+        &e,
+        "select thread_id, count(*) as n from samples group by thread_id order by thread_id",
+    );
+    assert!(df.height() > 2);
+    let mut out = Vec::new();
+    tach::query::output::write(&mut df, tach::query::output::Format::Table, 2, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(
+        lines[0].ends_with(" n") && lines[1].starts_with("---"),
+        "{text}"
+    );
+    // Numbers are right-aligned to the header width.
+    assert_eq!(lines[2].len(), lines[0].len(), "{text}");
+    let left = df.height() - 2;
+    assert!(
+        lines[4].starts_with(&format!("... {left} more rows not shown")),
+        "{text}"
+    );
+}
