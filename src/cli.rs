@@ -241,11 +241,7 @@ fn info(files: &[PathBuf], json: bool) -> Result<ExitCode, String> {
             let _ = write!(out, "{}", render_info(i));
         }
     }
-    Ok(if failed {
-        FAILURE
-    } else {
-        SUCCESS
-    })
+    Ok(if failed { FAILURE } else { SUCCESS })
 }
 
 fn render_info(i: &FileInfo) -> String {

@@ -179,13 +179,11 @@ impl NativeProfile {
     fn table(&self, py: Python<'_>, name: String) -> PyResult<ArrowStream> {
         let engine = self.engine.clone();
         let df = interruptible(py, None, move || {
-            engine
-                .table(&name)
-                .and_then(|lf| {
-                    lf.collect().map_err(|e| QueryError::Sql {
-                        message: e.to_string(),
-                    })
+            engine.table(&name).and_then(|lf| {
+                lf.collect().map_err(|e| QueryError::Sql {
+                    message: e.to_string(),
                 })
+            })
         })?
         .map_err(query_error)?;
         Ok(ArrowStream::new(df))
@@ -311,7 +309,11 @@ fn convert_one(
     let mut done = batch::convert_all(exporter, &inputs, out_dir, filter, options, &|_| {});
     match done.pop() {
         Some(c) => (c.input, c.output, c.result.err().map(|e| e.to_string())),
-        None => (input.to_path_buf(), out_dir.to_path_buf(), Some("not converted".into())),
+        None => (
+            input.to_path_buf(),
+            out_dir.to_path_buf(),
+            Some("not converted".into()),
+        ),
     }
 }
 

@@ -203,7 +203,11 @@ impl Writer {
     /// FrameInfo(filename, location, funcname, opcode), innermost first. Only the
     /// innermost 256 frames are kept, as by CPython.
     #[pyo3(signature = (stack_frames, timestamp_us=None))]
-    fn write_sample(&self, stack_frames: &Bound<'_, PyAny>, timestamp_us: Option<u64>) -> PyResult<()> {
+    fn write_sample(
+        &self,
+        stack_frames: &Bound<'_, PyAny>,
+        timestamp_us: Option<u64>,
+    ) -> PyResult<()> {
         let ts = timestamp_us.unwrap_or_else(monotonic_us);
         let mut guard = self.lock()?;
         let w = guard.as_mut().ok_or_else(|| finished(&self.path))?;
@@ -256,7 +260,12 @@ impl Writer {
     ) -> PyResult<()> {
         let mut guard = self.lock()?;
         let w = guard.as_mut().ok_or_else(|| finished(&self.path))?;
-        w.set_stats(Stats::new(duration_sec, sample_rate, error_rate, missed_samples));
+        w.set_stats(Stats::new(
+            duration_sec,
+            sample_rate,
+            error_rate,
+            missed_samples,
+        ));
         Ok(())
     }
 
