@@ -15,7 +15,7 @@ rm -rf "$venv"
 "${PYTHON:-python3}" -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check maturin polars pyarrow pytest
 # --no-build-isolation: use the maturin just installed instead of fetching another.
-MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install -q --disable-pip-version-check \
+PATH="$venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install -q --disable-pip-version-check \
     --no-build-isolation "$root"
 # Run from outside the source tree so `import tach` is the installed package.
 cd "$venv"
