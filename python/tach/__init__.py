@@ -16,5 +16,21 @@ The files replay with ``python3.15 -m profiling.sampling replay``.
 """
 
 from ._record import describe, is_running, profile, start, stop
+from ._api import (
+    ConvertResult,
+    Flamegraph,
+    Info,
+    Profile,
+    StatsBlock,
+    TachError,
+    Writer,
+    convert,
+    formats,
+    open,
+    query,
+)
 
 __all__ = ["start", "stop", "profile", "is_running", "describe"]
+# Reading, querying, exporting and writing files (docs/python.md).
+__all__ += ["open", "query", "convert", "formats", "Profile", "Info", "StatsBlock",
+            "Flamegraph", "ConvertResult", "Writer", "TachError"]

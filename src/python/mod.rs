@@ -2,9 +2,13 @@
 
 use pyo3::prelude::*;
 
+mod api;
+mod arrow;
 mod record;
+mod writer;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    record::register(m)
+    record::register(m)?;
+    api::register(m)
 }

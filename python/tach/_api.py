@@ -1,0 +1,317 @@
+"""Reading, querying, exporting and writing TACH files from Python.
+
+Tables come back as polars DataFrames through the Arrow C stream interface
+(``__arrow_c_stream__``): see docs/python.md for why.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import html
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
+
+from . import _native
+from ._native import TachError, Writer
+
+if TYPE_CHECKING:
+    import polars
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# Formats whose output is binary; the others are text (returned as str).
+_BINARY_FORMATS = frozenset({"pstats", "parquet"})
+_FILTER_KEYS = ("threads", "start", "end", "status", "per_thread", "title")
+
+
+def _frame(stream: Any) -> polars.DataFrame:
+    import polars
+
+    return polars.DataFrame(stream)
+
+
+def _filters(filters: dict[str, Any]) -> dict[str, Any]:
+    """export()/flamegraph()/convert() keywords -> the native ones, checked."""
+    unknown = sorted(set(filters) - set(_FILTER_KEYS))
+    if unknown:
+        raise TypeError(
+            f"unknown filter {', '.join(unknown)}: use {', '.join(_FILTER_KEYS)}"
+        )
+    out = dict(filters)
+    threads = out.get("threads")
+    if isinstance(threads, int):
+        out["threads"] = [threads]
+    elif threads is not None:
+        out["threads"] = [int(t) for t in threads]
+    status = out.get("status")
+    if isinstance(status, str):
+        out["status"] = [status]
+    elif status is not None:
+        out["status"] = list(status)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class StatsBlock:
+    """The stats block CPython's profiler writes (absent in some files)."""
+
+    duration_s: float
+    sample_rate_hz: float
+    error_rate_pct: float | None
+    missed_samples_pct: float | None
+    block_size: int
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Info:
+    """Everything ``tach info`` reports about a file: header, footer, stats block, and
+    what a full decode finds."""
+
+    path: str
+    file_size: int
+    format_version: int
+    byte_order: str
+    python_version: str
+    start_time_us: int
+    sample_interval_us: int
+    sample_count: int
+    thread_count: int
+    compression: str
+    profiling_mode: str
+    capture_features: tuple[str, ...] | None
+    config_word: int
+    string_count: int
+    frame_count: int
+    footer_file_size: int
+    stats: StatsBlock | None
+    sample_bytes_stored: int
+    sample_bytes: int
+    compression_ratio: float | None
+    first_timestamp_us: int | None
+    last_timestamp_us: int | None
+    duration_s: float
+    records: dict[str, dict[str, int]]
+    frames_per_sample: float
+    frames_written: int
+
+    @classmethod
+    def _from_json(cls, text: str) -> Info:
+        import json
+
+        d = json.loads(text)
+        if d.get("stats") is not None:
+            d["stats"] = StatsBlock(**d["stats"])
+        if d.get("capture_features") is not None:
+            d["capture_features"] = tuple(d["capture_features"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def _rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("file", f"{self.path} ({self.file_size:,} bytes)"),
+            ("python", self.python_version),
+            ("mode", self.profiling_mode),
+            (
+                "capture features",
+                "not recorded"
+                if self.capture_features is None
+                else ", ".join(self.capture_features) or "none",
+            ),
+            ("interval", f"{self.sample_interval_us} us"),
+            ("samples", f"{self.sample_count:,} (thread-samples)"),
+            ("threads", str(self.thread_count)),
+            ("strings / frames", f"{self.string_count:,} / {self.frame_count:,}"),
+            ("duration", f"{self.duration_s:.3f} s"),
+            ("compression", self.compression),
+        ]
+        if self.stats is not None:
+            rows.append(
+                (
+                    "stats block",
+                    f"{self.stats.duration_s:.3f} s at {self.stats.sample_rate_hz:.1f} Hz",
+                )
+            )
+        return rows
+
+    def __repr__(self) -> str:
+        lines = [f"  {k:<17} {v}" for k, v in self._rows()]
+        return "Info(\n" + "\n".join(lines) + "\n)"
+
+
+class Flamegraph:
+    """A flamegraph SVG; notebooks display it inline (``_repr_svg_``)."""
+
+    def __init__(self, svg: str) -> None:
+        self.svg = svg
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def save(self, path: PathLike) -> None:
+        with builtins.open(path, "w", encoding="utf-8") as f:
+            f.write(self.svg)
+
+    def __repr__(self) -> str:
+        return f"<tach.Flamegraph {len(self.svg):,} bytes of SVG>"
+
+
+def _inline_svg(svg: str) -> str:
+    """The <svg> element alone, for embedding in HTML."""
+    at = svg.find("<svg")
+    return svg[at:] if at >= 0 else svg
+
+
+class Profile:
+    """An opened TACH file. ``len(profile)`` is its number of thread-samples."""
+
+    def __init__(self, native: _native.NativeProfile) -> None:
+        self._native = native
+        self._info: Info | None = None
+
+    @property
+    def path(self) -> str:
+        return str(self._native.path)
+
+    @property
+    def info(self) -> Info:
+        """Header, stats and counts (decodes every sample once, then cached)."""
+        if self._info is None:
+            self._info = Info._from_json(self._native.info_json())
+        return self._info
+
+    def __len__(self) -> int:
+        return self._native.sample_count
+
+    def samples(self) -> polars.DataFrame:
+        """One row per thread-sample (the ``samples`` query table)."""
+        return _frame(self._native.table("samples"))
+
+    def frames(self) -> polars.DataFrame:
+        """The frame table (the ``frames`` query table)."""
+        return _frame(self._native.table("frames"))
+
+    def stacks(self) -> polars.DataFrame:
+        """One row per frame of each unique stack (the ``stacks`` query table)."""
+        return _frame(self._native.table("stacks"))
+
+    def table(self, name: str) -> polars.DataFrame:
+        """Any query table: samples, frames, stacks, stack_counts, sample_frames."""
+        return _frame(self._native.table(name))
+
+    def query(self, sql: str) -> polars.DataFrame:
+        """One SELECT over this file's tables (see docs/query.md)."""
+        return _frame(self._native.query(sql))
+
+    def export(
+        self, format: str, path: PathLike | None = None, **filters: Any
+    ) -> str | bytes | None:
+        """Exports to ``path`` (Parquet: a directory), or returns the output: ``str``
+        for text formats, ``bytes`` for pstats and parquet. Filters: threads, start,
+        end (seconds from the first sample), status (flags as in the CLI), per_thread,
+        title."""
+        data = self._native.export(
+            format, None if path is None else os.fspath(path), **_filters(filters)
+        )
+        if data is None:
+            return None
+        return data if format in _BINARY_FORMATS else data.decode("utf-8")
+
+    def flamegraph(self, **filters: Any) -> Flamegraph:
+        """A flamegraph of the (filtered) samples."""
+        svg = self._native.export("flamegraph", None, **_filters(filters))
+        return Flamegraph(svg.decode("utf-8"))
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self.info._rows()
+        )
+        svg = _inline_svg(self.flamegraph().svg) if len(self) else "<p>no samples</p>"
+        return (
+            "<div class='tach-profile'>"
+            f"<table>{rows}</table>"
+            f"<div style='max-width:100%;overflow-x:auto'>{svg}</div>"
+            "</div>"
+        )
+
+    def __repr__(self) -> str:
+        return f"<tach.Profile {self.path}: {len(self):,} samples>"
+
+
+def open(path: PathLike) -> Profile:  # noqa: A001 - tach.open, by design
+    """Opens and validates a TACH file. Missing file: FileNotFoundError; a file that
+    is not valid TACH: TachError (a ValueError) naming the byte and the problem."""
+    return Profile(_native.open_profile(os.fspath(path)))
+
+
+def _paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+def query(sql: str, paths: PathLike | Iterable[PathLike]) -> polars.DataFrame:
+    """SQL over several files: each table holds every file's rows, with a ``file``
+    column. Glob patterns are expanded."""
+    return _frame(_native.query(sql, _paths(paths)))
+
+
+class ConvertResult(NamedTuple):
+    """One input's outcome in :func:`convert`."""
+
+    input: str
+    output: str
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def convert(
+    paths: PathLike | Iterable[PathLike],
+    format: str,
+    out_dir: PathLike,
+    workers: int | None = None,
+    **filters: Any,
+) -> list[ConvertResult]:
+    """Converts every input into ``out_dir`` in parallel (``workers`` threads, default
+    all cores), without the GIL. A directory stands for the .bin/.tach files in it.
+    A bad file does not stop the others: its result carries the error message."""
+    inputs: list[str] = []
+    for p in _paths(paths):
+        if os.path.isdir(p):
+            inputs.extend(
+                os.path.join(p, n)
+                for n in sorted(os.listdir(p))
+                if n.endswith((".bin", ".tach"))
+            )
+        else:
+            inputs.append(p)
+    done = _native.convert(
+        inputs, format, os.fspath(out_dir), workers, **_filters(filters)
+    )
+    return [ConvertResult(str(i), str(o), e) for i, o, e in done]
+
+
+def formats() -> list[tuple[str, str, str]]:
+    """(name, description, file extension) of every export format."""
+    return list(_native.export_formats())
+
+
+__all__: Sequence[str] = [
+    "ConvertResult",
+    "Flamegraph",
+    "Info",
+    "Profile",
+    "StatsBlock",
+    "TachError",
+    "Writer",
+    "convert",
+    "formats",
+    "open",
+    "query",
+]

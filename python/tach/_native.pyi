@@ -1,0 +1,109 @@
+"""Type stubs of the compiled extension ``tach._native``."""
+
+from collections.abc import Iterable, Mapping, Sequence
+from os import PathLike
+from typing import Any, Literal
+
+_Path = str | PathLike[str]
+
+DEBUG_BUILD: bool
+
+class TachError(ValueError): ...
+
+# --- the recorder (src/python/record.rs) ---
+def start(
+    path: _Path,
+    interval_us: int = 1000,
+    mode: str = "wall",
+    all_threads: bool = False,
+    opcodes: bool = False,
+    compression: str = "auto",
+    duration: float | None = None,
+    hidden: Sequence[str] = ...,
+    gc: bool = True,
+) -> None: ...
+def stop() -> dict[str, Any] | None: ...
+def is_running() -> bool: ...
+def describe() -> str: ...
+def load(path: _Path) -> dict[str, Any]: ...
+def _after_fork_child() -> None: ...
+
+# --- reading, querying, exporting (src/python/api.rs) ---
+class ArrowStream:
+    """A DataFrame for ``polars.DataFrame(obj)`` / ``pyarrow.table(obj)``."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    def __len__(self) -> int: ...
+
+class NativeProfile:
+    @property
+    def path(self) -> str: ...
+    @property
+    def sample_count(self) -> int: ...
+    def info_json(self) -> str: ...
+    def table(self, name: str) -> ArrowStream: ...
+    def query(self, sql: str) -> ArrowStream: ...
+    def export(
+        self,
+        format: str,
+        path: _Path | None = None,
+        *,
+        threads: Sequence[int] | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        status: Sequence[str] | None = None,
+        per_thread: bool = False,
+        title: str | None = None,
+    ) -> bytes | None: ...
+
+def open_profile(path: _Path) -> NativeProfile: ...
+def query(sql: str, paths: Sequence[_Path]) -> ArrowStream: ...
+def convert(
+    paths: Sequence[_Path],
+    format: str,
+    out_dir: _Path,
+    workers: int | None = None,
+    *,
+    threads: Sequence[int] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    status: Sequence[str] | None = None,
+    per_thread: bool = False,
+    title: str | None = None,
+) -> list[tuple[str, str, str | None]]: ...
+def export_formats() -> list[tuple[str, str, str]]: ...
+def cli_main(argv: Sequence[str]) -> int: ...
+
+# --- writing (src/python/writer.rs) ---
+class Writer:
+    """CPython's binary writer in shape: write_sample(stack_frames, timestamp_us)."""
+
+    def __init__(
+        self,
+        path: _Path,
+        sample_interval_us: int,
+        *,
+        compression: Literal["auto", "zstd", "none"] | int | None = "auto",
+        mode: str | int | None = None,
+        capture_config: Mapping[str, bool] | None = None,
+        start_time_us: int | None = None,
+        python_version: tuple[int, int, int] | None = None,
+    ) -> None: ...
+    def write_sample(
+        self, stack_frames: Iterable[Sequence[Any]], timestamp_us: int | None = None
+    ) -> None: ...
+    def set_stats(
+        self,
+        duration_sec: float,
+        sample_rate: float,
+        error_rate: float | None = None,
+        missed_samples: float | None = None,
+    ) -> None: ...
+    @property
+    def total_samples(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    def finalize(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Writer: ...
+    def __exit__(self, *args: object) -> bool: ...

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Builds the package with `pip install .` into a FRESH virtual environment (with polars,
+# pyarrow and pytest from PyPI) and runs the API tests (python/tests/test_api.py).
+# Usage: python/tests/run_api.sh [pytest args...]
+# Env: PYTHON (default python3, >= 3.11) creates the venv; CARGO_TARGET_DIR is honoured;
+#      TACH_API_VENV (default .venv-api, deleted first) is where the venv goes;
+#      TACH_BIN, if set, is a Rust `tach` binary the entry point is compared with.
+# The build is a dev (debug) build: `pip install .` alone builds release (much slower),
+# MATURIN_PEP517_ARGS below is the only difference.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+venv=${TACH_API_VENV:-$root/.venv-api}
+rm -rf "$venv"
+"${PYTHON:-python3}" -m venv "$venv"
+"$venv/bin/pip" install -q --disable-pip-version-check maturin polars pyarrow pytest
+# --no-build-isolation: use the maturin just installed instead of fetching another.
+PATH="$venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install -q --disable-pip-version-check \
+    --no-build-isolation "$root"
+# Run from outside the source tree so `import tach` is the installed package.
+cd "$venv"
+exec env PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -p no:cacheprovider \
+    --basetemp="$venv/pytest-tmp" -q "$root/python/tests/test_api.py" "$@"

@@ -1,0 +1,449 @@
+"""The Python API (tach.open / query / convert / Writer) and the `tach` entry point,
+checked against the golden files: CPython's own outputs beside each .bin, and the
+CLI's answers. Run by python/tests/run_api.sh, which installs the wheel into a fresh
+venv with polars and pyarrow."""
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+pl = pytest.importorskip(
+    "polars", reason="SKIPPED: polars is not installed (python/tests/run_api.sh installs it)"
+)
+import tach  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "golden" / "cpython-3.15.2"
+BINS = sorted(GOLDEN.glob("*.bin"))
+# The `tach` console command of this environment (the package's entry point).
+TACH = shutil.which("tach", path=os.path.dirname(sys.executable)) or "tach"
+# Small and medium files for the slower checks.
+SOME = [GOLDEN / n for n in ("cpu_recursive.bin", "threads_mixed.bin", "synthetic_many_threads_none.bin")]
+
+
+def cli(*args, check=True):
+    """Runs the `tach` command; returns (exit status, stdout, stderr)."""
+    r = subprocess.run([TACH, *map(str, args)], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"tach {args} exited {r.returncode}: {r.stderr}")
+    return r.returncode, r.stdout, r.stderr
+
+
+def read_golden(path):
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def golden_sibling(bin_path, suffix):
+    for p in (GOLDEN / (bin_path.stem + suffix), GOLDEN / (bin_path.stem + suffix + ".gz")):
+        if p.exists():
+            return read_golden(p)
+    return None
+
+
+def test_goldens_present():
+    assert len(BINS) >= 18, f"golden files missing under {GOLDEN}"
+
+
+# ---------------------------------------------------------------- open / info / len
+
+
+@pytest.mark.parametrize("path", BINS, ids=lambda p: p.stem)
+def test_open_counts_match_cli_and_cpython(path):
+    p = tach.open(path)
+    _, out, _ = cli("info", "--json", path)
+    expected = json.loads(out)[0]
+    assert len(p) == expected["sample_count"]
+    assert p.info.sample_count == expected["sample_count"]
+    assert p.info.thread_count == expected["thread_count"]
+    assert p.info.python_version == expected["python_version"] == "3.15.2"
+    assert p.samples().height == len(p)
+    # CPython's own count for the files written from known inputs.
+    fed = golden_sibling(path, ".expected.json")
+    if fed is not None:
+        assert len(p) == json.loads(fed)["writer_total_samples"]
+
+
+def test_info_repr_is_readable():
+    p = tach.open(GOLDEN / "threads_mixed.bin")
+    text = repr(p.info)
+    assert text.startswith("Info(\n")
+    assert f"{len(p):,} (thread-samples)" in text
+    assert "python            3.15.2" in text
+    assert p.info.profiling_mode == "wall"
+    assert repr(p) == f"<tach.Profile {GOLDEN / 'threads_mixed.bin'}: {len(p):,} samples>"
+
+
+# ---------------------------------------------------------------- DataFrames
+
+
+def cli_schema():
+    """`tach query --schema`, parsed: {table: [(column, type name)]}."""
+    _, out, _ = cli("query", "--schema")
+    tables, current = {}, None
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            current = line.split()[0]
+            tables[current] = []
+        elif line.strip():
+            name, dtype = line.split()
+            tables[current].append((name, dtype))
+    return tables
+
+
+POLARS_TYPES = {
+    "string": pl.String,
+    "boolean": pl.Boolean,
+    "int32": pl.Int32,
+    "int64": pl.Int64,
+    "uint32": pl.UInt32,
+    "uint64": pl.UInt64,
+    "float64": pl.Float64,
+}
+
+
+@pytest.mark.parametrize("table", ["samples", "frames", "stacks"])
+def test_dataframes_have_the_query_schema(table):
+    schema = cli_schema()[table]
+    p = tach.open(GOLDEN / "threads_mixed.bin")
+    df = getattr(p, table)()
+    assert isinstance(df, pl.DataFrame)
+    assert df.columns == [c for c, _ in schema]
+    assert [df.schema[c] for c, _ in schema] == [POLARS_TYPES[t] for _, t in schema]
+    assert df.height > 0
+
+
+def test_string_columns_round_trip():
+    # Unicode, emoji, Windows paths, an empty and a 1.5 KB name: Arrow string views
+    # (long and inline ones) must arrive intact.
+    path = GOLDEN / "synthetic_many_threads_none.bin"
+    fed = json.loads(golden_sibling(path, ".expected.json"))
+    frames = tach.open(path).frames()
+    assert frames.schema["funcname"] == pl.String
+    assert set(frames["filename"].to_list()) | set(frames["funcname"].to_list()) == set(fed["strings"])
+    # The same stream through pyarrow: the columns are Arrow string views.
+    pa = pytest.importorskip("pyarrow")
+    stream = tach._native.open_profile(str(path)).table("frames")
+    t = pa.table(stream)
+    assert t.schema.field("funcname").type == pa.string_view()
+    assert t.column("funcname").to_pylist() == frames["funcname"].to_list()
+
+
+def cli_json(sql, *paths):
+    _, out, _ = cli("query", sql, *paths, "--format", "json")
+    return json.loads(out)
+
+
+QUERIES = [
+    "select funcname, filename, count(*) as samples from samples "
+    "group by funcname, filename order by samples desc, funcname, filename limit 10",
+    "select thread_id, count(*) as samples, max(time_s) - min(time_s) as span_s "
+    "from samples group by thread_id order by samples desc, thread_id",
+    "select s.funcname, sum(c.samples) as samples "
+    "from (select distinct file, stack_id, funcname from stacks) s "
+    "join stack_counts c on s.file = c.file and s.stack_id = c.stack_id "
+    "group by s.funcname order by samples desc, s.funcname limit 10",
+    "select opname, count(*) as n from frames group by opname order by n desc, opname",
+]
+
+
+@pytest.mark.parametrize("path", SOME, ids=lambda p: p.stem)
+@pytest.mark.parametrize("sql", QUERIES, ids=range(len(QUERIES)))
+def test_query_equals_cli(path, sql):
+    rows = tach.open(path).query(sql).to_dicts()
+    assert rows == cli_json(sql, path)
+    assert rows, "the query found nothing: a useless check"
+
+
+def test_query_over_many_files_equals_cli():
+    sql = ("select file, funcname, count(*) as n from samples group by file, funcname "
+           "order by file, n desc, funcname")
+    paths = [str(p) for p in SOME[:2]]
+    df = tach.query(sql, paths)
+    assert set(df["file"].unique()) == set(paths)
+    assert df.to_dicts() == cli_json(sql, *paths)
+
+
+# ---------------------------------------------------------------- export
+
+
+@pytest.mark.parametrize("name", ["cpu_recursive", "threads_mixed", "synthetic_rle"])
+def test_export_collapsed_is_cpythons(name, tmp_path):
+    path = GOLDEN / f"{name}.bin"
+    expected = golden_sibling(path, ".collapsed.txt").decode("utf-8")
+    p = tach.open(path)
+    text = p.export("collapsed")
+    assert isinstance(text, str) and text == expected
+    out = tmp_path / "x.txt"
+    assert p.export("collapsed", out) is None
+    assert out.read_text(encoding="utf-8") == expected
+
+
+def test_export_binary_and_filters(tmp_path):
+    import marshal
+
+    p = tach.open(GOLDEN / "threads_mixed.bin")
+    data = p.export("pstats")
+    assert isinstance(data, bytes)
+    assert marshal.loads(data) == marshal.loads((GOLDEN / "threads_mixed.pstats").read_bytes())
+    tid = p.samples()["thread_id"][0]
+    one = p.export("collapsed", threads=tid)
+    _, cli_out, _ = cli("export", "--collapsed", "--thread", tid, "-o", "-", GOLDEN / "threads_mixed.bin")
+    assert one == cli_out and one != p.export("collapsed")
+    with pytest.raises(TypeError, match="unknown filter"):
+        p.export("collapsed", thread=1)
+    with pytest.raises(tach.TachError, match="unknown format 'nope'"):
+        p.export("nope")
+
+
+# ---------------------------------------------------------------- notebooks
+
+
+def test_repr_html_and_flamegraph():
+    p = tach.open(GOLDEN / "cpu_recursive.bin")
+    fg = p.flamegraph()
+    svg = fg._repr_svg_()
+    assert "<svg" in svg and "</svg>" in svg
+    assert svg == p.export("flamegraph")
+    html = p._repr_html_()
+    assert html.count("<table") == 1
+    assert f"{len(p):,} (thread-samples)" in html
+    assert "<svg" in html and "<?xml" not in html
+    # The hottest function of CPython's answer is in the graph.
+    top = max(
+        (line.rsplit(" ", 1) for line in golden_sibling(GOLDEN / "cpu_recursive.bin", ".collapsed.txt").decode().splitlines()),
+        key=lambda kv: int(kv[1]),
+    )[0].split(";")[-1]
+    assert html.count(top.split(":")[0]) > 0
+    filtered = p.flamegraph(start=0.0, end=0.1)._repr_svg_()
+    assert filtered != svg
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_missing_file_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.bin"):
+        tach.open(tmp_path / "nope.bin")
+
+
+def test_bad_file_raises_tach_error_with_the_cli_message(tmp_path):
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes((GOLDEN / "cpu_recursive.bin").read_bytes()[:100])
+    with pytest.raises(tach.TachError) as e:
+        tach.open(bad)
+    assert isinstance(e.value, ValueError)
+    code, _, err = cli("info", bad, check=False)
+    assert code == 1
+    assert err.strip() == f"tach: {e.value}"
+
+
+def test_bad_sql_raises_tach_error():
+    p = tach.open(GOLDEN / "cpu_recursive.bin")
+    with pytest.raises(tach.TachError, match="unknown table nope"):
+        p.query("select * from nope")
+    with pytest.raises(tach.TachError):
+        p.query("drop table samples")
+
+
+# ---------------------------------------------------------------- convert
+
+
+def test_convert_reports_each_file(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    names = ["cpu_recursive", "threads_mixed", "synthetic_rle"]
+    for n in names:
+        shutil.copy(GOLDEN / f"{n}.bin", src / f"{n}.bin")
+    (src / "broken.bin").write_bytes(b"not a tach file at all")
+    results = tach.convert(src, "collapsed", tmp_path / "out", workers=2)
+    assert sorted(Path(r.input).name for r in results) == sorted(["broken.bin"] + [f"{n}.bin" for n in names])
+    bad = [r for r in results if not r.ok]
+    assert [Path(r.input).name for r in bad] == ["broken.bin"]
+    _, _, cli_err = cli("info", src / "broken.bin", check=False)
+    assert cli_err.strip() == f"tach: {bad[0].error}"
+    for r in results:
+        if r.ok:
+            stem = Path(r.input).stem
+            assert Path(r.output).read_bytes() == golden_sibling(GOLDEN / f"{stem}.bin", ".collapsed.txt")
+    assert not (tmp_path / "out" / "broken.collapsed.txt").exists()
+
+
+def test_convert_releases_the_gil_and_stops_on_ctrl_c(tmp_path):
+    big = GOLDEN / "stdlib_tests_large.bin"
+    inputs = []
+    for i in range(40):
+        dst = tmp_path / f"run{i}.bin"
+        os.symlink(big, dst)
+        inputs.append(dst)
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        # Runs only if convert() released the GIL.
+        while not stop.wait(0.01):
+            ticks.append(1)
+        return
+
+    def interrupt():
+        while len(ticks) < 20:
+            if stop.wait(0.01):
+                return
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threads = [threading.Thread(target=ticker), threading.Thread(target=interrupt)]
+    for t in threads:
+        t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tach.convert(inputs, "gecko", tmp_path / "out", workers=1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert len(ticks) >= 20
+    done = list((tmp_path / "out").glob("*.json"))
+    assert len(done) < len(inputs), "the conversion finished before the interrupt"
+
+
+# ---------------------------------------------------------------- Writer
+
+# CPython's structseq types are tuple subclasses with these fields (3.15's
+# _remote_debugging); namedtuples have the same shape.
+InterpreterInfo = namedtuple("InterpreterInfo", "interpreter_id threads")
+ThreadInfo = namedtuple("ThreadInfo", "thread_id status frame_info")
+FrameInfo = namedtuple("FrameInfo", "filename location funcname opcode")
+LocationInfo = namedtuple("LocationInfo", "lineno end_lineno col_offset end_col_offset")
+
+SYNTHETIC = sorted(p for p in BINS if golden_sibling(p, ".expected.json") is not None)
+
+
+def feed(expected, structseq):
+    strings = expected["strings"]
+    for s in expected["samples"]:
+        interps = []
+        for i in s["interpreters"]:
+            threads = []
+            for t in i["threads"]:
+                frames = []
+                for fn, func, loc, op in t["frames"]:
+                    if structseq:
+                        frames.append(FrameInfo(strings[fn], None if loc is None else LocationInfo(*loc), strings[func], op))
+                    else:
+                        frames.append((strings[fn], None if loc is None else tuple(loc), strings[func], op))
+                threads.append(ThreadInfo(t["thread_id"], t["status"], frames) if structseq else (t["thread_id"], t["status"], frames))
+            interps.append(InterpreterInfo(i["interpreter_id"], threads) if structseq else [i["interpreter_id"], threads])
+        yield s["timestamp_us"], interps
+
+
+def write_like(bin_path, out, compression, structseq):
+    expected = json.loads(golden_sibling(bin_path, ".expected.json"))
+    info = tach.open(bin_path).info
+    version = tuple(int(x) for x in info.python_version.split("."))
+    with tach.Writer(
+        out,
+        expected["interval"],
+        compression=compression,
+        mode=expected["mode"],
+        capture_config=expected["capture_config"],
+        start_time_us=info.start_time_us,
+        python_version=version,
+    ) as w:
+        for ts, interps in feed(expected, structseq):
+            w.write_sample(interps, ts)
+        if expected["stats"]:
+            w.set_stats(*expected["stats"])
+        assert w.total_samples == expected["writer_total_samples"]
+    return expected
+
+
+@pytest.mark.parametrize("path", SYNTHETIC, ids=lambda p: p.stem)
+@pytest.mark.parametrize("structseq", [True, False], ids=["structseq", "tuples"])
+def test_writer_reproduces_cpythons_file(path, structseq, tmp_path):
+    out = tmp_path / "out.bin"
+    if tach.open(path).info.compression != "none":
+        # zstd streams need not match byte for byte; the uncompressed content must:
+        # compare with the CLI's rewrite of CPython's file to compression none.
+        ref = tmp_path / "ref.bin"
+        cli("rewrite", "--compression", "none", "-o", ref, path)
+        write_like(path, out, "none", structseq)
+        assert out.read_bytes() == ref.read_bytes()
+        return
+    write_like(path, out, "none", structseq)
+    assert out.read_bytes() == path.read_bytes(), f"{path.name}: tach.Writer differs from CPython's writer"
+
+
+def test_writer_zstd_reads_back(tmp_path):
+    path = GOLDEN / "synthetic_deep_stacks.bin"
+    out = tmp_path / "z.bin"
+    write_like(path, out, "zstd", True)
+    assert tach.open(out).info.compression == "zstd"
+    assert tach.open(out).export("collapsed") == tach.open(path).export("collapsed")
+
+
+def test_writer_errors(tmp_path):
+    w = tach.Writer(tmp_path / "w.bin", 1000, compression="none")
+    with pytest.raises(TypeError, match="FrameInfo.filename must be a str"):
+        w.write_sample([(0, [(1, 0, [(None, None, "f", None)])])], 5)
+    with pytest.raises(TypeError, match="ThreadInfo"):
+        w.write_sample([(0, [(1,)])], 5)
+    w.finalize()
+    with pytest.raises(tach.TachError, match="finalized"):
+        w.write_sample([], 6)
+    with pytest.raises(ValueError, match="unknown compression"):
+        tach.Writer(tmp_path / "x.bin", 1000, compression="lz4")
+    with pytest.raises(FileNotFoundError):
+        tach.Writer(tmp_path / "no" / "dir.bin", 1000)
+
+
+# ---------------------------------------------------------------- the `tach` command
+
+
+def test_entry_point_is_the_cli(tmp_path):
+    code, out, _ = cli("--version")
+    assert out.strip() == "tach 0.1.0"
+    code, out, _ = cli("--help")
+    for sub in ("info", "verify", "rewrite", "export", "query"):
+        assert f"  {sub}" in out
+    # CPython's answer, through the command.
+    _, out, _ = cli("export", "--collapsed", "-o", "-", GOLDEN / "cpu_recursive.bin")
+    assert out == golden_sibling(GOLDEN / "cpu_recursive.bin", ".collapsed.txt").decode()
+    code, out, _ = cli("verify", *SOME)
+    assert out.count(": ok (") == len(SOME)
+    # Usage errors exit 2, like clap's; invalid files 1.
+    assert cli("query", "select * from nope", SOME[0], check=False)[0] == 2
+    assert cli("nosuchcommand", check=False)[0] == 2
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"TACH")
+    assert cli("verify", bad, check=False)[0] == 1
+    # python -c calling tach._cli.main with explicit argv returns the status.
+    r = subprocess.run([sys.executable, "-c", "import sys, tach._cli as c; sys.exit(c.main(['tach', 'verify', '-q', sys.argv[1]]))", str(SOME[0])])
+    assert r.returncode == 0
+
+
+def test_entry_point_matches_the_rust_binary():
+    rust = os.environ.get("TACH_BIN")
+    if not rust:
+        print("SKIPPED: TACH_BIN (the Rust tach binary) not set", file=sys.stderr)
+        pytest.skip("TACH_BIN not set")
+    for args in (["info", SOME[0]], ["export", "--speedscope", "-o", "-", SOME[0]], ["query", QUERIES[0], SOME[1]]):
+        a = subprocess.run([rust, *map(str, args)], capture_output=True)
+        b = subprocess.run([TACH, *map(str, args)], capture_output=True)
+        assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+
+
+def test_package_ships_stubs():
+    pkg = Path(tach.__file__).parent
+    assert (pkg / "py.typed").exists()
+    assert (pkg / "_native.pyi").exists()
+    assert {"open", "query", "convert", "Writer", "TachError"} <= set(tach.__all__)
+    assert issubclass(tach.TachError, ValueError)

@@ -1,0 +1,347 @@
+//! The reading side of the Python package: open, tables as DataFrames, SQL, export,
+//! the parallel batch converter and the CLI. `python/tach/_api.py` builds the friendly
+//! classes (Profile, Info, Flamegraph) on these functions.
+//!
+//! Long work runs on a worker thread with the GIL released while the calling thread
+//! polls for signals, so Ctrl-C raises KeyboardInterrupt at once; the abandoned work
+//! finishes in the background (the batch converter stops starting new files).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rayon::prelude::*;
+
+use super::arrow::ArrowStream;
+use crate::export::{self, batch, ExportError, ExportOptions, Exporter};
+use crate::query::{QueryEngine, QueryError};
+use crate::tach::info::FileInfo;
+use crate::tach::{SampleFilter, TachFile};
+
+pyo3::create_exception!(
+    tach,
+    TachError,
+    PyValueError,
+    "A TACH file could not be read, written or converted (the CLI's message)."
+);
+
+/// How often a waiting call checks for Ctrl-C.
+const POLL: Duration = Duration::from_millis(50);
+
+pub fn tach_error(e: crate::tach::TachError) -> PyErr {
+    if let crate::tach::TachError::Io { source, .. } = &e {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            return PyFileNotFoundError::new_err(e.to_string());
+        }
+    }
+    TachError::new_err(e.to_string())
+}
+
+fn query_error(e: QueryError) -> PyErr {
+    match e {
+        QueryError::Read(e) => tach_error(e),
+        QueryError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            PyFileNotFoundError::new_err(e.to_string())
+        }
+        other => TachError::new_err(other.to_string()),
+    }
+}
+
+fn export_error(e: ExportError) -> PyErr {
+    match e {
+        ExportError::Read(e) => tach_error(e),
+        other => TachError::new_err(other.to_string()),
+    }
+}
+
+/// Runs `work` on a worker thread without the GIL, raising KeyboardInterrupt (and
+/// setting `cancel`) if a signal handler raises while it runs.
+fn interruptible<T: Send + 'static>(
+    py: Python<'_>,
+    cancel: Option<Arc<AtomicBool>>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> PyResult<T> {
+    let (tx, rx) = mpsc::channel();
+    // detach() wants Sync captures; only this thread ever locks it.
+    let rx = std::sync::Mutex::new(rx);
+    std::thread::Builder::new()
+        .name("tach-work".into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a worker thread: {e}")))?;
+    loop {
+        let got = py.detach(|| match rx.lock() {
+            Ok(rx) => rx.recv_timeout(POLL),
+            Err(_) => Err(RecvTimeoutError::Disconnected),
+        });
+        match got {
+            Ok(v) => return Ok(v),
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(e) = py.check_signals() {
+                    if let Some(c) = &cancel {
+                        c.store(true, Ordering::Relaxed);
+                    }
+                    return Err(e);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err("tach: the worker thread failed"))
+            }
+        }
+    }
+}
+
+/// The CLI's sample filter from Python keyword arguments.
+fn filter(
+    threads: Option<Vec<u64>>,
+    start: Option<f64>,
+    end: Option<f64>,
+    status: Option<Vec<String>>,
+) -> PyResult<SampleFilter> {
+    let mut f = SampleFilter {
+        threads: threads.map(|t| t.into_iter().collect()),
+        start_s: start,
+        end_s: end,
+        ..Default::default()
+    };
+    for s in status.unwrap_or_default() {
+        f.add_status(&s).map_err(TachError::new_err)?;
+    }
+    Ok(f)
+}
+
+fn exporter(format: &str) -> PyResult<&'static dyn Exporter> {
+    export::find(format).ok_or_else(|| {
+        TachError::new_err(format!(
+            "unknown format '{format}': use one of {}",
+            export::names().join(", ")
+        ))
+    })
+}
+
+/// One opened file, with its query tables.
+#[pyclass(module = "tach._native", name = "NativeProfile", frozen)]
+pub struct NativeProfile {
+    path: PathBuf,
+    engine: Arc<QueryEngine>,
+}
+
+impl NativeProfile {
+    fn file(&self) -> &TachFile {
+        &self.engine.sources()[0].file
+    }
+}
+
+/// Opens and validates `path` (header, footer, string and frame tables).
+#[pyfunction]
+fn open_profile(py: Python<'_>, path: PathBuf) -> PyResult<NativeProfile> {
+    let name = path.display().to_string();
+    let p = path.clone();
+    let file = interruptible(py, None, move || TachFile::open(&p))?.map_err(tach_error)?;
+    Ok(NativeProfile {
+        path,
+        engine: Arc::new(QueryEngine::from_file(&name, file)),
+    })
+}
+
+#[pymethods]
+impl NativeProfile {
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Thread-samples, from the header.
+    #[getter]
+    fn sample_count(&self) -> u64 {
+        self.file().header().sample_count
+    }
+
+    /// `tach info --json` for this file (decodes every sample).
+    fn info_json(&self, py: Python<'_>) -> PyResult<String> {
+        let engine = self.engine.clone();
+        interruptible(py, None, move || {
+            FileInfo::gather(&engine.sources()[0].file)
+                .map_err(|e| e.to_string())
+                .and_then(|i| serde_json::to_string(&i).map_err(|e| e.to_string()))
+        })?
+        .map_err(TachError::new_err)
+    }
+
+    /// A query table (samples, frames, stacks, stack_counts, sample_frames).
+    fn table(&self, py: Python<'_>, name: String) -> PyResult<ArrowStream> {
+        let engine = self.engine.clone();
+        let df = interruptible(py, None, move || {
+            engine.table(&name).and_then(|lf| {
+                lf.collect().map_err(|e| QueryError::Sql {
+                    message: e.to_string(),
+                })
+            })
+        })?
+        .map_err(query_error)?;
+        Ok(ArrowStream::new(df))
+    }
+
+    /// One SELECT over this file's tables.
+    fn query(&self, py: Python<'_>, sql: String) -> PyResult<ArrowStream> {
+        let engine = self.engine.clone();
+        let df = interruptible(py, None, move || engine.run(&sql))?.map_err(query_error)?;
+        Ok(ArrowStream::new(df))
+    }
+
+    /// Exports into `path` (Parquet: a directory of tables), or returns the bytes.
+    #[pyo3(signature = (format, path=None, *, threads=None, start=None, end=None,
+                        status=None, per_thread=false, title=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn export<'py>(
+        &self,
+        py: Python<'py>,
+        format: &str,
+        path: Option<PathBuf>,
+        threads: Option<Vec<u64>>,
+        start: Option<f64>,
+        end: Option<f64>,
+        status: Option<Vec<String>>,
+        per_thread: bool,
+        title: Option<String>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let exporter = exporter(format)?;
+        let filter = filter(threads, start, end, status)?;
+        let options = ExportOptions { per_thread, title };
+        let engine = self.engine.clone();
+        let input = self.path.clone();
+        let out = interruptible(py, None, move || -> export::Result<Option<Vec<u8>>> {
+            match path {
+                Some(out) => {
+                    export::export_file(exporter, &input, &out, &filter, &options)?;
+                    Ok(None)
+                }
+                None => {
+                    let mut buf = Vec::new();
+                    let file = &engine.sources()[0].file;
+                    export::export_to(exporter, file, &filter, &options, &mut buf)?;
+                    Ok(Some(buf))
+                }
+            }
+        })?
+        .map_err(export_error)?;
+        Ok(out.map(|b| PyBytes::new(py, &b)))
+    }
+}
+
+/// SQL over several files (globs expanded as by the CLI).
+#[pyfunction]
+fn query(py: Python<'_>, sql: String, paths: Vec<PathBuf>) -> PyResult<ArrowStream> {
+    let df = interruptible(py, None, move || {
+        let files = crate::query::expand_inputs(&paths)?;
+        QueryEngine::open(&files)?.run(&sql)
+    })?
+    .map_err(query_error)?;
+    Ok(ArrowStream::new(df))
+}
+
+/// The batch converter: every input into `out_dir`, in parallel on `workers` threads
+/// (default: all cores). Returns (input, output, error message or None) per input, in
+/// input order; a bad file does not stop the others.
+#[pyfunction]
+#[pyo3(signature = (paths, format, out_dir, workers=None, *, threads=None, start=None,
+                    end=None, status=None, per_thread=false, title=None))]
+#[allow(clippy::too_many_arguments)]
+fn convert(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    format: &str,
+    out_dir: PathBuf,
+    workers: Option<usize>,
+    threads: Option<Vec<u64>>,
+    start: Option<f64>,
+    end: Option<f64>,
+    status: Option<Vec<String>>,
+    per_thread: bool,
+    title: Option<String>,
+) -> PyResult<Vec<(PathBuf, PathBuf, Option<String>)>> {
+    let exporter = exporter(format)?;
+    let filter = filter(threads, start, end, status)?;
+    let options = ExportOptions { per_thread, title };
+    if workers == Some(0) {
+        return Err(PyValueError::new_err("workers must be at least 1"));
+    }
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| tach_error(crate::tach::TachError::io(&out_dir, e)))?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers.unwrap_or(0))
+        .thread_name(|i| format!("tach-convert-{i}"))
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the worker pool: {e}")))?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let stop = cancel.clone();
+    let results = interruptible(py, Some(cancel), move || {
+        pool.install(|| {
+            paths
+                .par_iter()
+                .map(|input| convert_one(exporter, input, &out_dir, &filter, &options, &stop))
+                .collect::<Vec<_>>()
+        })
+    })?;
+    Ok(results)
+}
+
+fn convert_one(
+    exporter: &'static dyn Exporter,
+    input: &Path,
+    out_dir: &Path,
+    filter: &SampleFilter,
+    options: &ExportOptions,
+    stop: &AtomicBool,
+) -> (PathBuf, PathBuf, Option<String>) {
+    if stop.load(Ordering::Relaxed) {
+        let out = batch::output_in(out_dir, input, exporter);
+        return (input.to_path_buf(), out, Some("interrupted".into()));
+    }
+    let inputs = [input.to_path_buf()];
+    let mut done = batch::convert_all(exporter, &inputs, out_dir, filter, options, &|_| {});
+    match done.pop() {
+        Some(c) => (c.input, c.output, c.result.err().map(|e| e.to_string())),
+        None => (
+            input.to_path_buf(),
+            out_dir.to_path_buf(),
+            Some("not converted".into()),
+        ),
+    }
+}
+
+/// (name, description, extension) of every export format.
+#[pyfunction]
+fn export_formats() -> Vec<(&'static str, &'static str, &'static str)> {
+    export::REGISTRY
+        .iter()
+        .map(|e| (e.name(), e.description(), e.extension()))
+        .collect()
+}
+
+/// The `tach` command line (argv[0] is the program name); returns the exit status.
+/// Runs without the GIL: it only touches files and the standard streams.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
+    py.detach(|| crate::cli::main(argv))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TachError", m.py().get_type::<TachError>())?;
+    m.add_class::<ArrowStream>()?;
+    m.add_class::<NativeProfile>()?;
+    m.add_class::<super::writer::Writer>()?;
+    m.add_function(wrap_pyfunction!(open_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(query, m)?)?;
+    m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(export_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    Ok(())
+}
