@@ -1,6 +1,6 @@
 //! `tach query` on a large profile: the top-self and top-inclusive queries of
 //! docs/performance.md ("query"). The 10 M-sample input is made by
-//! `cargo run --release --example make_big` (target/big_10m.bin, never committed);
+//! `cargo run --release --example repeat_profile -- golden/cpython-3.15.2/stdlib_tests_large.bin target/big_10m.bin 10000000` (never committed);
 //! without it the bench runs on stdlib_tests_large and says so.
 
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ fn input() -> PathBuf {
         return big;
     }
     eprintln!(
-        "SKIPPED the 10M-sample input: {} is missing (cargo run --release --example make_big); \
+        "SKIPPED the 10M-sample input: {} is missing (cargo run --release --example repeat_profile -- golden/cpython-3.15.2/stdlib_tests_large.bin target/big_10m.bin 10000000); \
          using stdlib_tests_large",
         big.display()
     );

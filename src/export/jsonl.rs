@@ -85,12 +85,7 @@ impl Exporter for Jsonl {
         let index = input.index()?;
         let file = input.file;
 
-        let mut counts = vec![0u64; index.stacks.len()];
-        for t in &index.threads {
-            for &(id, c) in &t.stacks {
-                counts[id as usize] += c;
-            }
-        }
+        let counts = index.stack_totals();
 
         let mut string_ids: HashMap<&str, u32> = HashMap::new();
         let mut strings: Vec<&str> = Vec::new();

@@ -60,12 +60,7 @@ pub fn pstats_bytes(input: &ExportInput<'_>) -> Result<Vec<u8>> {
 
     // Sample count per unique stack, over all threads. Stack ids are in first-seen
     // order, so walking them in order touches locations in CPython's order.
-    let mut counts = vec![0u64; index.stacks.len()];
-    for t in &index.threads {
-        for &(id, c) in &t.stacks {
-            counts[id as usize] += c;
-        }
-    }
+    let counts = index.stack_totals();
 
     let mut frame_loc: Vec<u32> = vec![UNSET; file.frames().len()];
     let mut loc_ids: HashMap<(&str, i32, &str), u32> = HashMap::new();

@@ -24,12 +24,9 @@ use super::memory::{MemoryReader, ReadError};
 use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
 
 /// Status byte bits, with CPython's meanings.
-pub const HAS_GIL: u8 = 1;
-pub const ON_CPU: u8 = 2;
-pub const UNKNOWN: u8 = 4;
-pub const GIL_REQUESTED: u8 = 8;
-pub const HAS_EXCEPTION: u8 = 16;
-pub const MAIN_THREAD: u8 = 32;
+pub use crate::tach::filter::status::{
+    GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
+};
 
 /// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
 const MAX_WALK: usize = 4096;

@@ -97,6 +97,17 @@ pub fn first_timestamp(file: &TachFile) -> Result<Option<u64>> {
 }
 
 impl ProfileIndex {
+    /// Samples per unique stack, over all threads (indexed by stack id).
+    pub fn stack_totals(&self) -> Vec<u64> {
+        let mut counts = vec![0u64; self.stacks.len()];
+        for t in &self.threads {
+            for &(id, c) in &t.stacks {
+                counts[id as usize] += c;
+            }
+        }
+        counts
+    }
+
     pub fn build(file: &TachFile, filter: &SampleFilter, options: IndexOptions) -> Result<Self> {
         let origin = if filter.needs_origin() {
             first_timestamp(file)?
