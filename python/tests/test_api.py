@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import namedtuple
 from pathlib import Path
 
@@ -313,6 +314,35 @@ def test_convert_releases_the_gil_and_stops_on_ctrl_c(tmp_path):
     assert len(ticks) >= 20
     done = list((tmp_path / "out").glob("*.json"))
     assert len(done) < len(inputs), "the conversion finished before the interrupt"
+
+
+def test_reading_a_big_profile_can_be_interrupted(tmp_path):
+    # A 3 M-sample profile made by the crate's repeat_profile example (built by
+    # `cargo test --all-targets`, which scripts/test-all runs first).
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    gen = target / "debug" / "examples" / "repeat_profile"
+    if not gen.exists():
+        pytest.skip(f"SKIPPED: {gen} is not built (cargo build --example repeat_profile)")
+    big = tmp_path / "big.tach"
+    subprocess.run([str(gen), str(GOLDEN / "stdlib_tests_large.bin"), str(big), "3000000"],
+                   check=True, capture_output=True)
+    profile = tach.open(big)
+    assert len(profile) == 3_000_000
+
+    def interrupt():
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            profile.samples()
+    finally:
+        t.join()
+    # Interrupted promptly, not after the whole table was built.
+    assert time.monotonic() - started < 5
 
 
 # ---------------------------------------------------------------- Writer
