@@ -4,13 +4,15 @@
 #
 # Usage: python/tests/chroot.sh 3.13|3.14|3.15 [pytest args...]
 # Needs: the host's .venv with pytest (python/tests/run.sh makes it), and
-# /work/shared/tools/cpython-chroot. Exit status 3 when the chroot is unavailable.
+# the cpython-chroot tool. Exit status 3 when the chroot is unavailable.
 set -eu
 ver=$1
 shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-chroot_tool=${TACH_CHROOT_TOOL:-/work/shared/tools/cpython-chroot}
+# The tool sits in ../shared beside the checkout (as in CI), or at /work/shared.
+chroot_tool=${TACH_CHROOT_TOOL:-$root/../shared/tools/cpython-chroot}
+[ -x "$chroot_tool" ] || chroot_tool=/work/shared/tools/cpython-chroot
 chroot_dir=${TACH_CPYTHON_CHROOT:-/var/tmp/cpython-chroot}
 inc="$chroot_dir/usr/include/python$ver"
 [ -x "$chroot_tool" ] && [ -f "$inc/Python.h" ] || { echo "no CPython $ver chroot" >&2; exit 3; }
@@ -31,7 +33,7 @@ EOF
 PYO3_CONFIG_FILE="$stage/pyo3-config.txt" \
 TACH_PYTHON_INCLUDE="$inc" \
 TACH_PYTHON_INCLUDE_AFTER="$chroot_dir/usr/include" \
-    cargo build -q --lib --features python,pyo3/extension-module
+    cargo rustc -q --lib --crate-type cdylib --features python,pyo3/extension-module
 cp python/tach/*.py "$stage/tach/"
 cp "$CARGO_TARGET_DIR/debug/libtach.so" "$stage/tach/_native.cpython-$nodot-x86_64-linux-gnu.so"
 # pytest is pure Python: borrow the host venv's copy.
