@@ -1,4 +1,4 @@
-"""DuckDB over tach's Parquet export: the two queries of benches/query.rs, end to end
+"""DuckDB over tach's Parquet export: the two queries of benches/tach/query.rs, end to end
 (process start, Parquet read, query). See docs/performance.md, section "query".
 
     python3 benches/duckdb_query.py top_self|top_inclusive DIR.parquet

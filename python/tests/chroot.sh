@@ -18,7 +18,9 @@ inc="$chroot_dir/usr/include/python$ver"
 [ -x "$chroot_tool" ] && [ -f "$inc/Python.h" ] || { echo "no CPython $ver chroot" >&2; exit 3; }
 nodot=$(echo "$ver" | tr -d .)
 stage="$root/.chroot-build/$ver"
-export CARGO_TARGET_DIR="${TACH_CROSS_TARGET_DIR:-$root/.chroot-build/target}"
+# The same target directory as every other build: only pyo3 and tach itself rebuild for
+# each interpreter, polars is shared (a separate directory would be another full build).
+export CARGO_TARGET_DIR="${TACH_CROSS_TARGET_DIR:-${CARGO_TARGET_DIR:-$root/target}}"
 mkdir -p "$stage/tach"
 cat > "$stage/pyo3-config.txt" <<EOF
 implementation=CPython
@@ -33,10 +35,15 @@ EOF
 PYO3_CONFIG_FILE="$stage/pyo3-config.txt" \
 TACH_PYTHON_INCLUDE="$inc" \
 TACH_PYTHON_INCLUDE_AFTER="$chroot_dir/usr/include" \
-    cargo rustc -q --lib --crate-type cdylib --features python,pyo3/extension-module
+    cargo rustc -q --lib --crate-type cdylib --features python,pyo3/extension-module -- -C strip=symbols
 cp python/tach/*.py "$stage/tach/"
 cp "$CARGO_TARGET_DIR/debug/libtach.so" "$stage/tach/_native.cpython-$nodot-x86_64-linux-gnu.so"
 # pytest is pure Python: borrow the host venv's copy.
 site=$(.venv/bin/python -c "import pytest, os; print(os.path.dirname(os.path.dirname(pytest.__file__)))")
-exec "$chroot_tool" run -- env PYTHONPATH="$stage:$site" "python$ver" -m pytest \
+set +e
+"$chroot_tool" run -- env PYTHONPATH="$stage:$site" "python$ver" -m pytest \
     -p no:cacheprovider --basetemp="$root/.pytest-tmp-$ver" python/tests/test_record.py "$@"
+rc=$?
+# The staged extension is a copy of a polars-sized library: do not keep three of them.
+rm -rf "$stage"
+exit $rc

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Headless-Chromium checks of the speedscope and flamegraph exports against CPython's
-# golden answers. Run by `cargo test --test browser` (which passes TACH_BIN), or by hand:
+# golden answers. Run by `cargo test --test suite browser::` (which passes TACH_BIN), or by hand:
 #
 #   TACH_BIN=target/debug/tach tests/browser/run.sh [OUT_DIR]
 #

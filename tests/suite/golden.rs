@@ -1,12 +1,10 @@
 //! The reader and writer against files written by CPython 3.15.2 and CPython's own
 //! answers for them.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::io::Cursor;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tach::tach::{rewrite, Compression, TachFile, Writer, MAX_STACK_DEPTH};
 

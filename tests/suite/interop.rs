@@ -2,12 +2,10 @@
 //! CPython's collapsed output equals ours. Needs the CPython chroot
 //! (`../shared/tools/cpython-chroot`); skipped loudly when it cannot run.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use tach::export;
 use tach::tach::{rewrite, Compression, Location, TachFile, Writer};
 

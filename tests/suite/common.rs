@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: locating and loading golden files.
-#![allow(dead_code)]
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

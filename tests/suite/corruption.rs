@@ -2,12 +2,10 @@
 //! clean error or a valid decode, never a panic; and crafted defects give the error
 //! CPython's reader gives, with the file and byte offset.
 
-mod common;
-
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use common::*;
+use crate::common::*;
 use rayon::prelude::*;
 use tach::tach::{Compression, FormatError, TachFile, Writer};
 

@@ -1,11 +1,11 @@
-//! `tach query` on a large profile: the top-self and top-inclusive queries of
-//! docs/performance.md ("query"). The 10 M-sample input is made by
+//! `tach query` on a large profile (`cargo bench --bench tach -- query`): the top-self
+//! and top-inclusive queries of docs/performance.md ("query"). The 10 M-sample input is made by
 //! `cargo run --release --example repeat_profile -- golden/cpython-3.15.2/stdlib_tests_large.bin target/big_10m.bin 10000000` (never committed);
 //! without it the bench runs on stdlib_tests_large and says so.
 
 use std::path::PathBuf;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use tach::query::QueryEngine;
 
 pub const TOP_SELF: &str = "select funcname, count(*) as samples from samples \
@@ -48,4 +48,3 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);

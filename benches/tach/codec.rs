@@ -1,13 +1,13 @@
 //! Decode and encode throughput of the TACH reader and writer.
 //!
-//! `cargo bench --bench codec`. Throughput is reported in samples (elements) per
-//! second. Set TACH_BENCH_BIG to a large file (see examples/repeat_profile.rs) to
+//! `cargo bench --bench tach -- 'decode|encode'`. Throughput is reported in samples
+//! (elements) per second. Set TACH_BENCH_BIG to a large file (see examples/repeat_profile.rs) to
 //! include it.
 
 use std::io::Cursor;
 use std::path::PathBuf;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 use tach::tach::index::{IndexOptions, ProfileIndex};
 use tach::tach::{rewrite, Decompression, SampleFilter, TachFile};
 
@@ -90,4 +90,3 @@ fn encode(c: &mut Criterion) {
 }
 
 criterion_group!(benches, decode, encode);
-criterion_main!(benches);

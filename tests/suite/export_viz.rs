@@ -1,5 +1,5 @@
 //! The speedscope and flamegraph exporters against CPython's golden answers, without a
-//! browser (the browser checks are in tests/browser/, run by tests/browser.rs).
+//! browser (the browser checks are in tests/browser/, run by tests/suite/browser.rs).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;

@@ -1,12 +1,12 @@
 //! Export throughput of the speedscope and flamegraph formats on a real recording
 //! (stdlib_tests_large.bin: 53 threads, 15.5k samples) and on the 380-thread synthetic
 //! file (synthetic_many_threads_none.bin: 76k samples, mostly unique stacks).
-//! Run: `cargo bench --bench export_viz`.
+//! Run: `cargo bench --bench tach -- 'export/.*/(speedscope|flamegraph)'`.
 
 use std::hint::black_box;
 use std::path::Path;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use tach::export::{self, ExportOptions};
 use tach::tach::{SampleFilter, TachFile};
 
@@ -48,4 +48,3 @@ fn bench_exports(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_exports);
-criterion_main!(benches);

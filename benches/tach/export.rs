@@ -1,11 +1,11 @@
 //! Export throughput of the CPython-defined formats on a real recording
 //! (golden/cpython-3.15.2/stdlib_tests_large.bin: 53 threads, 3517 frames).
-//! Run: `cargo bench --bench export`.
+//! Run: `cargo bench --bench tach -- 'export/.*/(pstats|jsonl|gecko)'`.
 
 use std::hint::black_box;
 use std::path::Path;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use tach::export::{self, ExportOptions};
 use tach::tach::{SampleFilter, TachFile};
 
@@ -31,4 +31,3 @@ fn bench_exports(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_exports);
-criterion_main!(benches);

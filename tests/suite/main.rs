@@ -1,0 +1,16 @@
+//! The integration tests, in one test binary.
+//!
+//! Every test binary links the whole library, polars included (about 300 MB each in a
+//! debug build): one binary instead of eight keeps a clean build's disk use and link
+//! time down. Run one part with a filter, e.g. `cargo test --test suite golden::`.
+
+mod browser;
+mod common;
+mod corruption;
+mod export_cpython;
+mod export_viz;
+mod golden;
+mod interop;
+#[cfg(feature = "query")]
+mod query;
+mod roundtrip;
