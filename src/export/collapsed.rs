@@ -1,29 +1,37 @@
 //! Collapsed stacks (Brendan Gregg's format), byte-identical to CPython's
 //! `replay --collapsed`: `tid:<thread_id>;frame;...;frame <count>` per (thread, stack),
 //! root first, sorted by count descending then by text.
+//!
+//! Built from the aggregated index, so the work grows with unique stacks, not samples.
+//! Lines are never materialised as strings: they are sequences of label ids, sorted by
+//! ranks that order exactly as the rendered text would, then written straight out.
 
-use rustc_hash::FxHashMap as HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{Hash, Hasher};
 use std::io::Write;
+
+use rustc_hash::{FxHashMap as HashMap, FxHasher};
 
 use super::render::{basename, is_internal, lineno};
 use super::{write_error, ExportInput, Exporter, Result};
+use crate::tach::index::ProfileIndex;
 use crate::tach::TachFile;
 
 pub struct Collapsed;
 
 /// `file:func:line`, or the bare name of a synthetic frame ("~" with no line).
-pub fn frame_label(file: &TachFile, frame: u32, out: &mut String) {
+fn write_frame_label(file: &TachFile, frame: u32, out: &mut Vec<u8>) {
     let filename = file.filename(frame);
     let funcname = file.funcname(frame);
     let line = lineno(file, frame);
     if filename == "~" && line == 0 {
-        out.push_str(funcname);
+        out.extend_from_slice(funcname.as_bytes());
     } else {
-        out.push_str(basename(filename));
-        out.push(':');
-        out.push_str(funcname);
-        out.push(':');
-        out.push_str(&line.to_string());
+        out.extend_from_slice(basename(filename).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(funcname.as_bytes());
+        out.push(b':');
+        let _ = write!(out, "{line}");
     }
 }
 
@@ -39,71 +47,405 @@ impl Exporter for Collapsed {
     }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
         let index = input.index()?;
-        let file = input.file;
+        let table = LineTable::build(input.file, index);
+        table.write(out).map_err(write_error("output"))
+    }
+}
+
+const UNSEEN: u32 = u32::MAX;
+const SKIP: u32 = u32::MAX - 1;
+
+/// Rendered frame labels, one per CPython line key, in one buffer.
+#[derive(Default)]
+struct Labels {
+    text: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Labels {
+    fn get(&self, id: u32) -> &[u8] {
+        let i = id as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+}
+
+/// Interned sequences of label ids (a line's frames, root first), in one buffer.
+#[derive(Default)]
+struct Sequences {
+    keys: Vec<u32>,
+    spans: Vec<(usize, usize)>,
+    /// By hash; the rare second sequence with an equal hash goes to `collided`.
+    by_hash: HashMap<u64, u32>,
+    collided: HashMap<Box<[u32]>, u32>,
+}
+
+impl Sequences {
+    fn get(&self, id: u32) -> &[u32] {
+        let (start, end) = self.spans[id as usize];
+        &self.keys[start..end]
+    }
+    fn push(&mut self, seq: &[u32]) -> u32 {
+        let id = self.spans.len() as u32;
+        let start = self.keys.len();
+        self.keys.extend_from_slice(seq);
+        self.spans.push((start, self.keys.len()));
+        id
+    }
+    fn intern(&mut self, seq: &[u32]) -> u32 {
+        let mut h = FxHasher::default();
+        seq.hash(&mut h);
+        match self.by_hash.entry(h.finish()) {
+            Entry::Vacant(v) => {
+                let id = self.spans.len() as u32;
+                v.insert(id);
+                self.push(seq)
+            }
+            Entry::Occupied(o) => {
+                let id = *o.get();
+                if self.get(id) == seq {
+                    return id;
+                }
+                if let Some(&id) = self.collided.get(seq) {
+                    return id;
+                }
+                let id = self.push(seq);
+                self.collided.insert(seq.into(), id);
+                id
+            }
+        }
+    }
+}
+
+/// One output line: a thread id, a sequence of labels, and its samples.
+#[derive(Clone, Copy)]
+struct Line {
+    count: u64,
+    tid: u32,
+    seq: u32,
+}
+
+struct LineTable {
+    labels: Labels,
+    seqs: Sequences,
+    /// Distinct thread ids as decimal text.
+    tids: Vec<String>,
+    lines: Vec<Line>,
+}
+
+impl LineTable {
+    fn build(file: &TachFile, index: &ProfileIndex) -> Self {
         // CPython keys a line on the thread id and the stack's (full filename, line,
         // function) triples, not on the rendered text: two files with the same basename
         // give two lines with identical text, and it writes both. Frames that differ only
         // in columns or opcode merge. The interpreter id is dropped.
-        // Per frame index: its line key, SKIP for dropped frames, UNSEEN until needed.
-        const UNSEEN: u32 = u32::MAX;
-        const SKIP: u32 = u32::MAX - 1;
-        let mut key_of_frame: Vec<u32> = vec![UNSEEN; file.frames().len()];
-        let mut keys: HashMap<(&str, i32, &str), u32> = HashMap::default();
-        let mut labels: Vec<String> = Vec::new();
-        let mut lines: HashMap<(u64, Box<[u32]>), u64> = HashMap::default();
-        let mut key: Vec<u32> = Vec::with_capacity(256);
+        let mut labels = Labels::default();
+        // Strings compare by text (a table could hold one text twice): canonical ids.
+        let mut canon_string: Vec<u32> = vec![UNSEEN; file.strings().len()];
+        let mut string_ids: HashMap<&str, u32> = HashMap::default();
+        let mut canon = |s: u32| -> u32 {
+            let c = &mut canon_string[s as usize];
+            if *c == UNSEEN {
+                let n = string_ids.len() as u32;
+                *c = *string_ids.entry(file.string(s)).or_insert(n);
+            }
+            *c
+        };
+        // Per frame index: its label id, SKIP for dropped frames, UNSEEN until needed.
+        let mut label_of_frame: Vec<u32> = vec![UNSEEN; file.frames().len()];
+        let mut label_ids: HashMap<(u32, i32, u32), u32> = HashMap::default();
+        // Per stack id of the index: its sequence id, SKIP when every frame is dropped.
+        let mut seq_of_stack: Vec<u32> = vec![UNSEEN; index.stacks.len()];
+        let mut seqs = Sequences::default();
+        let mut tid_ids: HashMap<u64, u32> = HashMap::default();
+        let mut tids: Vec<String> = Vec::new();
+        let mut line_ids: HashMap<(u32, u32), usize> = HashMap::default();
+        let mut lines: Vec<Line> = Vec::new();
+        let mut seq: Vec<u32> = Vec::with_capacity(256);
         for t in &index.threads {
+            let tid = *tid_ids.entry(t.thread_id).or_insert_with(|| {
+                tids.push(t.thread_id.to_string());
+                tids.len() as u32 - 1
+            });
             for &(stack_id, count) in &t.stacks {
-                let stack = index.stacks.get(stack_id);
-                key.clear();
-                for &f in stack.iter().rev() {
-                    let mut k = key_of_frame[f as usize];
-                    if k == UNSEEN {
-                        k = if is_internal(file, f) {
-                            SKIP
-                        } else {
-                            let triple = (file.filename(f), lineno(file, f), file.funcname(f));
-                            *keys.entry(triple).or_insert_with(|| {
-                                let mut label = String::new();
-                                frame_label(file, f, &mut label);
-                                labels.push(label);
-                                labels.len() as u32 - 1
-                            })
-                        };
-                        key_of_frame[f as usize] = k;
+                let mut s = seq_of_stack[stack_id as usize];
+                if s == UNSEEN {
+                    seq.clear();
+                    for &f in index.stacks.get(stack_id).iter().rev() {
+                        let mut k = label_of_frame[f as usize];
+                        if k == UNSEEN {
+                            k = if is_internal(file, f) {
+                                SKIP
+                            } else {
+                                let e = &file.frames()[f as usize];
+                                let key = (canon(e.filename), lineno(file, f), canon(e.funcname));
+                                *label_ids.entry(key).or_insert_with(|| {
+                                    write_frame_label(file, f, &mut labels.text);
+                                    labels.ends.push(labels.text.len());
+                                    labels.ends.len() as u32 - 1
+                                })
+                            };
+                            label_of_frame[f as usize] = k;
+                        }
+                        if k != SKIP {
+                            seq.push(k);
+                        }
                     }
-                    if k != SKIP {
-                        key.push(k);
-                    }
+                    s = if seq.is_empty() {
+                        SKIP
+                    } else {
+                        seqs.intern(&seq)
+                    };
+                    seq_of_stack[stack_id as usize] = s;
                 }
-                if key.is_empty() {
+                if s == SKIP {
                     continue;
                 }
-                *lines
-                    .entry((t.thread_id, key.as_slice().into()))
-                    .or_insert(0) += count;
+                let i = *line_ids.entry((tid, s)).or_insert_with(|| {
+                    lines.push(Line {
+                        count: 0,
+                        tid,
+                        seq: s,
+                    });
+                    lines.len() - 1
+                });
+                lines[i].count += count;
             }
         }
-        let mut rendered: Vec<(String, u64)> = lines
-            .into_iter()
-            .map(|((tid, key), count)| {
-                let len: usize = key.iter().map(|&k| labels[k as usize].len() + 1).sum();
-                let mut text = String::with_capacity(len + 24);
-                text.push_str("tid:");
-                text.push_str(&tid.to_string());
-                for &k in key.iter() {
-                    text.push(';');
-                    text.push_str(&labels[k as usize]);
-                }
-                (text, count)
-            })
-            .collect();
-        // Python's sort by (-count, text); lines with equal keys are identical text.
-        rendered.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let err = write_error("output");
-        for (line, count) in rendered {
-            writeln!(out, "{line} {count}").map_err(&err)?;
+        let mut table = LineTable {
+            labels,
+            seqs,
+            tids,
+            lines,
+        };
+        table.sort();
+        table
+    }
+
+    /// Python's sort by (-count, text). Lines with equal text may come from different
+    /// keys; they are identical, so their order does not show.
+    fn sort(&mut self) {
+        let text = &self.labels.text;
+        if text.contains(&b';') || text.contains(&0) {
+            // A label with the separator (or NUL) defeats the rank order below:
+            // compare the rendered text.
+            let mut keyed: Vec<(Vec<u8>, Line)> = self
+                .lines
+                .iter()
+                .map(|&l| {
+                    let mut buf = Vec::new();
+                    self.render(l, &mut buf);
+                    (buf, l)
+                })
+                .collect();
+            keyed.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
+            self.lines = keyed.into_iter().map(|(_, l)| l).collect();
+            return;
         }
-        Ok(())
+        // The text of a line is "tid:" T (";" L)*. With no ';' or NUL inside a label, the
+        // pieces T+";", L+";" (a label with more after it) and L+NUL (the last label; NUL
+        // stands for the end of the text, smaller than any byte) form a prefix-free set,
+        // and comparing two texts is comparing their sequences of pieces in order. So rank
+        // every piece by its bytes and compare sequences of ranks.
+        let tid_rank = ranks(self.tids.len(), |i| (self.tids[i].as_bytes(), b';'));
+        let n = self.labels.len();
+        // Piece 2k is label k followed by ';', piece 2k+1 is label k at the end.
+        let piece_rank = ranks(2 * n, |p| {
+            (
+                self.labels.get((p / 2) as u32),
+                if p % 2 == 0 { b';' } else { 0 },
+            )
+        });
+        let mut ranked = Vec::with_capacity(self.seqs.keys.len());
+        let mut ranked_spans = Vec::with_capacity(self.seqs.spans.len());
+        for &(start, end) in &self.seqs.spans {
+            let from = ranked.len();
+            for (i, &k) in self.seqs.keys[start..end].iter().enumerate() {
+                let last = start + i + 1 == end;
+                ranked.push(piece_rank[2 * k as usize + last as usize]);
+            }
+            ranked_spans.push((from, ranked.len()));
+        }
+        let key = |l: &Line| {
+            let (a, b) = ranked_spans[l.seq as usize];
+            &ranked[a..b]
+        };
+        self.lines.sort_unstable_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| tid_rank[a.tid as usize].cmp(&tid_rank[b.tid as usize]))
+                .then_with(|| key(a).cmp(key(b)))
+        });
+    }
+
+    fn render(&self, line: Line, buf: &mut Vec<u8>) {
+        buf.extend_from_slice(b"tid:");
+        buf.extend_from_slice(self.tids[line.tid as usize].as_bytes());
+        for &k in self.seqs.get(line.seq) {
+            buf.push(b';');
+            buf.extend_from_slice(self.labels.get(k));
+        }
+    }
+
+    fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+        for &line in &self.lines {
+            self.render(line, &mut buf);
+            let _ = writeln!(buf, " {}", line.count);
+            if buf.len() >= 48 * 1024 {
+                out.write_all(&buf)?;
+                buf.clear();
+            }
+        }
+        out.write_all(&buf)
+    }
+}
+
+/// Ranks `n` pieces (bytes followed by one terminator byte) by their bytes: equal pieces
+/// get equal ranks.
+fn ranks<'a>(n: usize, piece: impl Fn(usize) -> (&'a [u8], u8)) -> Vec<u32> {
+    let cmp = |a: usize, b: usize| {
+        let (x, tx) = piece(a);
+        let (y, ty) = piece(b);
+        let m = x.len().min(y.len());
+        // Past the common length: the rest of the longer piece, then its terminator.
+        x[..m].cmp(&y[..m]).then_with(|| {
+            let rest_x = x[m..].iter().chain(std::iter::once(&tx));
+            rest_x.cmp(y[m..].iter().chain(std::iter::once(&ty)))
+        })
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_unstable_by(|&a, &b| cmp(a, b));
+    let mut rank = vec![0u32; n];
+    let mut r = 0u32;
+    for i in 0..order.len() {
+        if i > 0 && cmp(order[i - 1], order[i]).is_ne() {
+            r += 1;
+        }
+        rank[order[i]] = r;
+    }
+    rank
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::io::Cursor;
+
+    use super::*;
+    use crate::export::{export_to, ExportOptions};
+    use crate::tach::{Compression, Location, SampleFilter, Writer};
+
+    /// The plain algorithm: render every line's text, merge by CPython's key, sort the
+    /// strings. The rank-based sort must give exactly this.
+    fn reference(file: &TachFile) -> String {
+        let mut lines: HashMap<(u64, Vec<(String, i32, String)>), (String, u64)> = HashMap::new();
+        for s in file.collect_samples().unwrap() {
+            let mut key = Vec::new();
+            let mut text = format!("tid:{}", s.thread_id);
+            for &f in s.stack.iter().rev() {
+                if is_internal(file, f) {
+                    continue;
+                }
+                let line = lineno(file, f);
+                key.push((
+                    file.filename(f).to_owned(),
+                    line,
+                    file.funcname(f).to_owned(),
+                ));
+                let mut label = Vec::new();
+                write_frame_label(file, f, &mut label);
+                text.push(';');
+                text.push_str(std::str::from_utf8(&label).unwrap());
+            }
+            if key.is_empty() {
+                continue;
+            }
+            lines.entry((s.thread_id, key)).or_insert((text, 0)).1 += 1;
+        }
+        let mut v: Vec<(String, u64)> = lines.into_values().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v.iter().map(|(t, c)| format!("{t} {c}\n")).collect()
+    }
+
+    fn profile(funcs: &[&str], seed: u64) -> TachFile {
+        let mut buf = Cursor::new(Vec::new());
+        let mut w = Writer::builder(1000)
+            .compression(Compression::None)
+            .to_writer("memory", &mut buf)
+            .unwrap();
+        // Labels where one is a prefix of another (line 1 / 12 / 123, "f" / "ff"), the
+        // same basename in two directories, synthetic "~" frames, the profiler's own frames.
+        let files = [
+            "a/x.py",
+            "b/x.py",
+            "x.py",
+            "~",
+            "/p/_sync_coordinator.py",
+            "x.pyc",
+        ];
+        let mut ids = Vec::new();
+        for (i, file) in files.iter().enumerate() {
+            for (j, func) in funcs.iter().enumerate() {
+                for line in [0, 1, 12, 123, 2] {
+                    let loc = (line != 0).then_some(Location {
+                        lineno: line,
+                        end_lineno: line,
+                        column: (i + j) as i32,
+                        end_column: -1,
+                    });
+                    ids.push(w.frame(file, func, loc, None));
+                }
+            }
+        }
+        let mut state = seed | 1;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let tids = [1u64, 12, 123, 2, 9, 10];
+        for i in 0..3000u64 {
+            let depth = next(6);
+            let stack: Vec<u32> = (0..depth).map(|_| ids[next(ids.len())]).collect();
+            let tid = tids[next(tids.len())];
+            w.write_sample(tid, next(2) as u32, i * 1000, 0, &stack)
+                .unwrap();
+        }
+        w.finish().unwrap();
+        TachFile::from_bytes("memory", buf.into_inner()).unwrap()
+    }
+
+    fn ours(file: &TachFile) -> String {
+        let mut out = Vec::new();
+        export_to(
+            &Collapsed,
+            file,
+            &SampleFilter::default(),
+            &ExportOptions::default(),
+            &mut out,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn rank_order_equals_sorting_the_text() {
+        for seed in 1..6 {
+            let file = profile(&["f", "ff", "f.g", "F", "<module>", "é"], seed);
+            assert_eq!(ours(&file), reference(&file), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn labels_with_separators_fall_back_to_the_text() {
+        for seed in 1..4 {
+            let file = profile(&["f", "f;g", "f;", "f\0", "ff"], seed);
+            assert_eq!(ours(&file), reference(&file), "seed {seed}");
+        }
     }
 }

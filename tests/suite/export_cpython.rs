@@ -1,4 +1,4 @@
-//! Golden tests: our pstats, jsonl and gecko exports against CPython 3.15.2's own
+//! Golden tests: our collapsed, pstats, jsonl and gecko exports against CPython 3.15.2's own
 //! `replay` outputs in golden/cpython-3.15.2/, for every golden file.
 
 use std::io::Read;
@@ -163,6 +163,26 @@ fn unmarshal(data: &[u8]) -> Py {
         "trailing bytes after the marshal'd object"
     );
     v
+}
+
+#[test]
+fn collapsed_is_byte_identical_to_cpython() {
+    for name in golden_names() {
+        let expected = golden(&name, ".collapsed.txt");
+        let got = ours(&name, "collapsed");
+        if got != expected {
+            let (g, e) = (
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&expected),
+            );
+            let first = g.lines().zip(e.lines()).position(|(a, b)| a != b);
+            panic!(
+                "{name}: collapsed differs from CPython's ({} vs {} lines; first differing line {first:?})",
+                g.lines().count(),
+                e.lines().count()
+            );
+        }
+    }
 }
 
 #[test]
