@@ -3,8 +3,8 @@
 //! root first, sorted by count descending then by text.
 //!
 //! Built from the aggregated index, so the work grows with unique stacks, not samples.
-//! Lines are never materialised as strings: they are sequences of label ids, sorted by
-//! ranks that order exactly as the rendered text would, then written straight out.
+//! Lines are never materialised as strings: they are sequences of label ids, sorted in
+//! exactly the order of their rendered text, then written straight out.
 
 use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
@@ -230,7 +230,7 @@ impl LineTable {
     fn sort(&mut self) {
         let text = &self.labels.text;
         if text.contains(&b';') || text.contains(&0) {
-            // A label with the separator (or NUL) defeats the rank order below:
+            // A label with the separator (or NUL) defeats the piece order below:
             // compare the rendered text.
             let mut keyed: Vec<(Vec<u8>, Line)> = self
                 .lines
@@ -248,36 +248,37 @@ impl LineTable {
         // The text of a line is "tid:" T (";" L)*. With no ';' or NUL inside a label, the
         // pieces T+";", L+";" (a label with more after it) and L+NUL (the last label; NUL
         // stands for the end of the text, smaller than any byte) form a prefix-free set,
-        // and comparing two texts is comparing their sequences of pieces in order. So rank
-        // every piece by its bytes and compare sequences of ranks.
+        // and comparing two texts is comparing their sequences of pieces in order: rank
+        // the few thread ids, then walk two label sequences to their first differing
+        // label id and compare those two pieces' bytes (equal ids are equal text; two
+        // ids can still have equal text, from files with the same basename).
         let tid_rank = ranks(self.tids.len(), |i| (self.tids[i].as_bytes(), b';'));
-        let n = self.labels.len();
-        // Piece 2k is label k followed by ';', piece 2k+1 is label k at the end.
-        let piece_rank = ranks(2 * n, |p| {
-            (
-                self.labels.get((p / 2) as u32),
-                if p % 2 == 0 { b';' } else { 0 },
-            )
-        });
-        let mut ranked = Vec::with_capacity(self.seqs.keys.len());
-        let mut ranked_spans = Vec::with_capacity(self.seqs.spans.len());
-        for &(start, end) in &self.seqs.spans {
-            let from = ranked.len();
-            for (i, &k) in self.seqs.keys[start..end].iter().enumerate() {
-                let last = start + i + 1 == end;
-                ranked.push(piece_rank[2 * k as usize + last as usize]);
+        let labels = &self.labels;
+        let seqs = &self.seqs;
+        let by_text = |a: &Line, b: &Line| {
+            let (x, y) = (seqs.get(a.seq), seqs.get(b.seq));
+            let mut i = 0;
+            loop {
+                while i < x.len() && i < y.len() && x[i] == y[i] {
+                    i += 1;
+                }
+                if i == x.len() || i == y.len() {
+                    // One is the other plus more labels: the shorter text is a prefix.
+                    return x.len().cmp(&y.len());
+                }
+                let term = |seq: &[u32]| if i + 1 == seq.len() { 0 } else { b';' };
+                let ord = cmp_piece(labels.get(x[i]), term(x), labels.get(y[i]), term(y));
+                if ord.is_ne() {
+                    return ord;
+                }
+                i += 1;
             }
-            ranked_spans.push((from, ranked.len()));
-        }
-        let key = |l: &Line| {
-            let (a, b) = ranked_spans[l.seq as usize];
-            &ranked[a..b]
         };
         self.lines.sort_unstable_by(|a, b| {
             b.count
                 .cmp(&a.count)
                 .then_with(|| tid_rank[a.tid as usize].cmp(&tid_rank[b.tid as usize]))
-                .then_with(|| key(a).cmp(key(b)))
+                .then_with(|| by_text(a, b))
         });
     }
 
@@ -304,18 +305,23 @@ impl LineTable {
     }
 }
 
+/// Compares two pieces: bytes followed by one terminator byte.
+fn cmp_piece(x: &[u8], tx: u8, y: &[u8], ty: u8) -> std::cmp::Ordering {
+    let m = x.len().min(y.len());
+    // Past the common length: the rest of the longer piece, then its terminator.
+    x[..m].cmp(&y[..m]).then_with(|| {
+        let rest_x = x[m..].iter().chain(std::iter::once(&tx));
+        rest_x.cmp(y[m..].iter().chain(std::iter::once(&ty)))
+    })
+}
+
 /// Ranks `n` pieces (bytes followed by one terminator byte) by their bytes: equal pieces
 /// get equal ranks.
 fn ranks<'a>(n: usize, piece: impl Fn(usize) -> (&'a [u8], u8)) -> Vec<u32> {
     let cmp = |a: usize, b: usize| {
         let (x, tx) = piece(a);
         let (y, ty) = piece(b);
-        let m = x.len().min(y.len());
-        // Past the common length: the rest of the longer piece, then its terminator.
-        x[..m].cmp(&y[..m]).then_with(|| {
-            let rest_x = x[m..].iter().chain(std::iter::once(&tx));
-            rest_x.cmp(y[m..].iter().chain(std::iter::once(&ty)))
-        })
+        cmp_piece(x, tx, y, ty)
     };
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_unstable_by(|&a, &b| cmp(a, b));
@@ -434,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    fn rank_order_equals_sorting_the_text() {
+    fn piece_order_equals_sorting_the_text() {
         for seed in 1..6 {
             let file = profile(&["f", "ff", "f.g", "F", "<module>", "é"], seed);
             assert_eq!(ours(&file), reference(&file), "seed {seed}");
