@@ -68,9 +68,6 @@ impl Labels {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.text[start..self.ends[i]]
     }
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
 }
 
 /// Interned sequences of label ids (a line's frames, root first), in one buffer.

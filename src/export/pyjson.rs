@@ -60,6 +60,9 @@ pub fn push_float(buf: &mut Vec<u8>, v: f64) {
         });
         return;
     }
+    if push_millis(buf, v) {
+        return;
+    }
     // Rust's `{:e}` gives the shortest round-trip digits in scientific form; it is
     // formatted on the stack, as exports write hundreds of thousands of floats.
     let mut sci = StackBuf::default();
@@ -114,6 +117,47 @@ pub fn push_float(buf: &mut Vec<u8>, v: f64) {
         }
         let _ = write!(buf, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
     }
+}
+
+/// The fast path of [`push_float`] for what exports write most: times in ms from µs
+/// timestamps, i.e. values that are exactly k / 1000 for an integer k. For |v| < 1e9 a
+/// double's spacing is below 1.2e-7, so the decimal k/1000 (at most three fractional
+/// digits) is the only decimal that coarse within half a spacing of v: it is the
+/// shortest round-trip repr, as Python prints it (positional: 1e-3 <= |v| < 1e16).
+fn push_millis(buf: &mut Vec<u8>, v: f64) -> bool {
+    if !(v.abs() < 1e9) {
+        return false;
+    }
+    let k = (v * 1000.0).round();
+    if k / 1000.0 != v || k == 0.0 {
+        return false;
+    }
+    let k = k as i64;
+    if k < 0 {
+        buf.push(b'-');
+    }
+    let k = k.unsigned_abs();
+    push_u64(buf, k / 1000);
+    buf.push(b'.');
+    let frac = k % 1000;
+    if frac == 0 {
+        buf.push(b'0');
+    } else {
+        let digits = [
+            b'0' + (frac / 100) as u8,
+            b'0' + (frac / 10 % 10) as u8,
+            b'0' + (frac % 10) as u8,
+        ];
+        let keep = if frac % 100 == 0 {
+            1
+        } else if frac % 10 == 0 {
+            2
+        } else {
+            3
+        };
+        buf.extend_from_slice(&digits[..keep]);
+    }
+    true
 }
 
 /// Appends an unsigned integer in decimal (without `fmt`, which is slow in bulk).
@@ -197,6 +241,62 @@ mod tests {
         assert_eq!(f(-3.25), "-3.25");
         assert_eq!(f(123.0), "123.0");
         assert_eq!(f(3827951.6304610004), "3827951.6304610004");
+    }
+
+    /// The millisecond fast path against the general (shortest round-trip) path, on
+    /// every k/1000 near the edges and on a spread of magnitudes.
+    #[test]
+    fn millis_fast_path_equals_the_general_path() {
+        let mut ks: Vec<i64> = (-3000..3000).collect();
+        let mut x = 1i64;
+        while x < 1_000_000_000_000 {
+            for d in [-1, 0, 1, 7, 999, 1000, 1001] {
+                ks.push(x + d);
+            }
+            x = x * 7 + 3;
+        }
+        let mut accepted = 0;
+        for k in ks {
+            let v = k as f64 / 1000.0;
+            let mut fast = Vec::new();
+            if push_millis(&mut fast, v) {
+                accepted += 1;
+                // The reference: Rust's shortest round-trip digits, laid out as repr.
+                let mut reference = Vec::new();
+                let mut sci = String::new();
+                std::fmt::Write::write_fmt(&mut sci, format_args!("{v:e}")).unwrap();
+                let (m, e) = sci.split_once('e').unwrap();
+                let e: i32 = e.parse().unwrap();
+                let neg = m.starts_with('-');
+                let digits: String = m.chars().filter(|c| c.is_ascii_digit()).collect();
+                if neg {
+                    reference.push(b'-');
+                }
+                let n = digits.len() as i32;
+                let s = if e < 0 {
+                    format!("0.{}{digits}", "0".repeat((-e - 1) as usize))
+                } else if e + 1 >= n {
+                    format!("{digits}{}.0", "0".repeat((e + 1 - n) as usize))
+                } else {
+                    format!(
+                        "{}.{}",
+                        &digits[..(e + 1) as usize],
+                        &digits[(e + 1) as usize..]
+                    )
+                };
+                reference.extend_from_slice(s.as_bytes());
+                assert_eq!(
+                    String::from_utf8(fast).unwrap(),
+                    String::from_utf8(reference).unwrap(),
+                    "k = {k}"
+                );
+            }
+        }
+        assert!(accepted > 6000, "the fast path took only {accepted} values");
+        assert_eq!(f(1.5), "1.5");
+        assert_eq!(f(-0.25), "-0.25");
+        assert_eq!(f(123456.789), "123456.789");
+        assert_eq!(f(1000.0), "1000.0");
     }
 
     #[test]
