@@ -45,18 +45,24 @@ fn frame_label(file: &TachFile, frame: u32) -> String {
     } else {
         format!("{func} ({path})")
     };
-    sanitize(&text)
+    sanitize(text)
 }
 
-fn sanitize(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| match c {
-            ';' => ':',
-            '\n' | '\r' => ' ',
-            c => c,
-        })
-        .collect();
+fn sanitize(s: String) -> String {
+    let b = s.as_bytes();
+    // Labels are long in some profiles (and sanitised once per drawn node): map chars
+    // only when one needs replacing; the byte scans below are memchr-fast.
+    let mut out: String = if b.contains(&b';') || b.contains(&b'\n') || b.contains(&b'\r') {
+        s.chars()
+            .map(|c| match c {
+                ';' => ':',
+                '\n' | '\r' => ' ',
+                c => c,
+            })
+            .collect()
+    } else {
+        s
+    };
     // inferno reads `stack A B` (two trailing numbers) as a differential flamegraph, so
     // a leaf named like `worker 12` must not end in ` <number>`: its last space becomes
     // a no-break space, which looks the same.
