@@ -275,6 +275,11 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
     }
 
     #[cold]
+    fn end_error(&self, what: &'static str) -> Located {
+        self.err(self.pos, FormatError::UnexpectedEnd(what))
+    }
+
+    #[cold]
     fn varint_error(&self, what: &'static str, e: VarintError) -> Located {
         self.err(
             self.pos,
@@ -288,7 +293,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
     #[inline]
     fn status_byte(&mut self, what: &'static str) -> Result<u8, Located> {
         if self.ensure(1)? == 0 {
-            return Err(self.err(self.pos, FormatError::UnexpectedEnd(what)));
+            return Err(self.end_error(what));
         }
         let b = self.src.window()[self.pos];
         self.pos += 1;
@@ -336,6 +341,16 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
 
     /// Reads `count` frame indices into the front of the thread's stack buffer.
     fn read_frames(&mut self, out: &mut Vec<u32>, count: u32) -> Result<(), Located> {
+        // Fast path: the window holds `count` varints of any length, so no refill check
+        // per varint. Index checks are the same as below; any error is reported by the
+        // slow path, which re-reads from the first frame of this call.
+        let (start_len, start_pos) = (out.len(), self.pos);
+        if let Some(end) = self.read_frames_in_window(out, count) {
+            self.pos = end;
+            return Ok(());
+        }
+        out.truncate(start_len);
+        self.pos = start_pos;
         for _ in 0..count {
             let at = self.pos;
             let idx = self.varint_u32("a frame index")?;
@@ -361,6 +376,28 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             out.push(idx);
         }
         Ok(())
+    }
+
+    /// [`Self::read_frames`] when the window surely holds all `count` varints: returns
+    /// the position after them, or None (nothing is reported) on any defect or when the
+    /// window may be short.
+    #[inline]
+    fn read_frames_in_window(&self, out: &mut Vec<u32>, count: u32) -> Option<usize> {
+        let window = self.src.window();
+        let mut pos = self.pos;
+        if window.len() - pos < count as usize * MAX_VARINT_LEN {
+            return None;
+        }
+        out.reserve(count as usize);
+        for _ in 0..count {
+            let (idx, n) = varint::decode_u32(&window[pos..]).ok()?;
+            if idx >= self.frames.frame_count || self.frames.bad_string[idx as usize].is_some() {
+                return None;
+            }
+            out.push(idx);
+            pos += n;
+        }
+        Some(pos)
     }
 
     /// Decodes the next sample; `Ok(None)` at the end of a valid region.
@@ -539,7 +576,15 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         fresh.clear();
         let read = self.read_frames(&mut fresh, count);
         if read.is_ok() {
-            stack.splice(..keep_from, fresh.drain(..));
+            // stack = fresh + stack[keep_from..], in place (a splice is much slower).
+            let kept = stack.len() - keep_from;
+            let new_len = fresh.len() + kept;
+            if fresh.len() > keep_from {
+                stack.resize(new_len, 0);
+            }
+            stack.copy_within(keep_from..keep_from + kept, fresh.len());
+            stack.truncate(new_len);
+            stack[..fresh.len()].copy_from_slice(&fresh);
         }
         self.scratch = fresh;
         read

@@ -27,6 +27,17 @@ pub fn decode_u64(buf: &[u8]) -> Result<(u64, usize), VarintError> {
         Some(&b) if b < 0x80 => return Ok((b as u64, 1)),
         _ => {}
     }
+    if let Some(bytes) = buf.first_chunk::<MAX_VARINT_LEN>() {
+        // Ten bytes at hand: no bounds check per byte (the usual case mid-stream).
+        let mut value: u64 = 0;
+        for (i, &byte) in bytes.iter().enumerate() {
+            value |= ((byte & 0x7f) as u64) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok((value, i + 1));
+            }
+        }
+        return Err(VarintError::TooLong);
+    }
     let mut value: u64 = 0;
     for (i, &byte) in buf.iter().take(MAX_VARINT_LEN).enumerate() {
         // Bits past 64 are dropped, as CPython's shift-and-or loop does.
