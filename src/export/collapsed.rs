@@ -345,7 +345,8 @@ mod tests {
     /// The plain algorithm: render every line's text, merge by CPython's key, sort the
     /// strings. The rank-based sort must give exactly this.
     fn reference(file: &TachFile) -> String {
-        let mut lines: HashMap<(u64, Vec<(String, i32, String)>), (String, u64)> = HashMap::new();
+        type Key = (u64, Vec<(String, i32, String)>);
+        let mut lines: HashMap<Key, (String, u64)> = HashMap::new();
         for s in file.collect_samples().unwrap() {
             let mut key = Vec::new();
             let mut text = format!("tid:{}", s.thread_id);

@@ -125,7 +125,7 @@ pub fn push_float(buf: &mut Vec<u8>, v: f64) {
 /// digits) is the only decimal that coarse within half a spacing of v: it is the
 /// shortest round-trip repr, as Python prints it (positional: 1e-3 <= |v| < 1e16).
 fn push_millis(buf: &mut Vec<u8>, v: f64) -> bool {
-    if !(v.abs() < 1e9) {
+    if v.is_nan() || v.abs() >= 1e9 {
         return false;
     }
     let k = (v * 1000.0).round();

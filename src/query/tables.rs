@@ -389,13 +389,20 @@ impl AnonymousScan for SamplesScan {
         let want_leaf =
             w.has("frame_id") || ["funcname", "filename", "lineno"].iter().any(|c| w.has(c));
         let want_stack = w.has("stack_id");
+        // Asked once, not per sample (each `has` scans the projected names).
+        let want_tid = w.has("thread_id");
+        let want_iid = w.has("interpreter_id");
+        let want_depth = w.has("depth");
         let mut ts: Vec<i64> = Vec::new();
         let mut tid: Vec<u64> = Vec::new();
         let mut iid: Vec<u32> = Vec::new();
         let mut status: Vec<u8> = Vec::new();
         let mut stack_id: Vec<u32> = Vec::new();
         let mut depth: Vec<u32> = Vec::new();
-        let mut leaf: Vec<Option<u32>> = Vec::new();
+        // Leaf frame ids; an empty stack stores NO_LEAF and becomes a null.
+        const NO_LEAF: IdxSize = IdxSize::MAX;
+        let mut leaf: Vec<IdxSize> = Vec::new();
+        let mut empty_stacks = false;
         let mut table = StackTable::default();
         // Per decoder thread slot, the stack id of its current stack: a REPEAT record
         // (stack unchanged) reuses it instead of hashing the stack again.
@@ -409,10 +416,10 @@ impl AnonymousScan for SamplesScan {
             if want_ts {
                 ts.push(s.timestamp_us as i64);
             }
-            if w.has("thread_id") {
+            if want_tid {
                 tid.push(s.thread_id);
             }
-            if w.has("interpreter_id") {
+            if want_iid {
                 iid.push(s.interpreter_id);
             }
             if want_status {
@@ -433,11 +440,17 @@ impl AnonymousScan for SamplesScan {
                 };
                 stack_id.push(id);
             }
-            if w.has("depth") {
+            if want_depth {
                 depth.push(s.stack.len() as u32);
             }
             if want_leaf {
-                leaf.push(s.stack.first().copied());
+                match s.stack.first() {
+                    Some(&f) => leaf.push(f as IdxSize),
+                    None => {
+                        empty_stacks = true;
+                        leaf.push(NO_LEAF);
+                    }
+                }
             }
             n += 1;
         }
@@ -484,7 +497,14 @@ impl AnonymousScan for SamplesScan {
             cols.push(Column::new("depth".into(), depth));
         }
         if want_leaf {
-            let ids = IdxCa::from_iter_options("frame_id".into(), leaf.into_iter());
+            let ids = if empty_stacks {
+                IdxCa::from_iter_options(
+                    "frame_id".into(),
+                    leaf.into_iter().map(|f| (f != NO_LEAF).then_some(f)),
+                )
+            } else {
+                IdxCa::from_vec("frame_id".into(), leaf)
+            };
             if w.has("frame_id") {
                 cols.push(ids.clone().into_series().into_column());
             }
