@@ -2,30 +2,21 @@
 //! (golden/cpython-3.15.2/stdlib_tests_large.bin: 53 threads, 3517 frames).
 //! Run: `cargo bench --bench tach -- 'export/.*/(pstats|jsonl|gecko)'`.
 
-use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, Criterion};
 use tach::export::{self, ExportOptions};
-use tach::tach::{SampleFilter, TachFile};
+use tach::tach::TachFile;
 
 fn bench_exports(c: &mut Criterion) {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2/stdlib_tests_large.bin");
     let file = TachFile::open(&path).expect("golden file");
-    let filter = SampleFilter::default();
     let options = ExportOptions::default();
     let mut group = c.benchmark_group("export/stdlib_tests_large");
     for name in ["pstats", "jsonl", "gecko"] {
         let exporter = export::find(name).expect("registered exporter");
-        group.bench_function(name, |b| {
-            let mut out = Vec::with_capacity(1 << 20);
-            b.iter(|| {
-                out.clear();
-                export::export_to(exporter, &file, &filter, &options, &mut out).unwrap();
-                black_box(out.len())
-            })
-        });
+        crate::bench_export(&mut group, name, exporter, &file, &options);
     }
     group.finish();
 }

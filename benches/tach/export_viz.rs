@@ -3,12 +3,11 @@
 //! file (synthetic_many_threads_none.bin: 76k samples, mostly unique stacks).
 //! Run: `cargo bench --bench tach -- 'export/.*/(speedscope|flamegraph)'`.
 
-use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, Criterion};
 use tach::export::{self, ExportOptions};
-use tach::tach::{SampleFilter, TachFile};
+use tach::tach::TachFile;
 
 fn bench_exports(c: &mut Criterion) {
     for file_name in ["stdlib_tests_large", "synthetic_many_threads_none"] {
@@ -16,7 +15,6 @@ fn bench_exports(c: &mut Criterion) {
             .join("golden/cpython-3.15.2")
             .join(format!("{file_name}.bin"));
         let file = TachFile::open(&path).expect("golden file");
-        let filter = SampleFilter::default();
         let mut group = c.benchmark_group(format!("export/{file_name}"));
         group.sample_size(10);
         for (name, per_thread) in [
@@ -34,14 +32,7 @@ fn bench_exports(c: &mut Criterion) {
             } else {
                 name.to_string()
             };
-            group.bench_function(label, |b| {
-                let mut out = Vec::with_capacity(1 << 20);
-                b.iter(|| {
-                    out.clear();
-                    export::export_to(exporter, &file, &filter, &options, &mut out).unwrap();
-                    black_box(out.len())
-                })
-            });
+            crate::bench_export(&mut group, &label, exporter, &file, &options);
         }
         group.finish();
     }

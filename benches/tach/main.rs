@@ -12,6 +12,25 @@ mod export_viz;
 #[cfg(feature = "query")]
 mod query;
 
+/// Times one exporter on one open file, into a reused in-memory buffer.
+fn bench_export(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    label: &str,
+    exporter: &dyn tach::export::Exporter,
+    file: &tach::tach::TachFile,
+    options: &tach::export::ExportOptions,
+) {
+    let filter = tach::tach::SampleFilter::default();
+    group.bench_function(label, |b| {
+        let mut out = Vec::with_capacity(1 << 20);
+        b.iter(|| {
+            out.clear();
+            tach::export::export_to(exporter, file, &filter, options, &mut out).unwrap();
+            std::hint::black_box(out.len())
+        })
+    });
+}
+
 fn main() {
     // What `criterion_main!` expands to, with the query group behind its feature.
     codec::benches();
