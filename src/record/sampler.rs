@@ -165,6 +165,8 @@ pub struct Sampler {
     gc_state: (bool, u64),
     /// Writer index of the `<GC>` frame, once interned.
     gc_frame_id: Option<u32>,
+    /// Why samples were dropped, by reason (a handful of distinct ones).
+    drop_reasons: Vec<(ReadError, u64)>,
 }
 
 const PAGE: u64 = 4096;
@@ -332,6 +334,7 @@ impl Sampler {
             main_tstate: None,
             gc_state: (false, 0),
             gc_frame_id: None,
+            drop_reasons: Vec::new(),
         })
     }
 
@@ -425,6 +428,7 @@ impl Sampler {
                             .sample_thread(
                                 &o, ts, tid, interp_id, now_us, true, gil_locked, gil_holder,
                             )
+                            .map_err(|e| self.note_drop(e))
                             .is_err()
                         {
                             self.stats.dropped += 1;
@@ -460,7 +464,8 @@ impl Sampler {
                         &o, tstate, tid, interp_id, now_us, is_main, gil_locked, gil_holder,
                     ) {
                         Ok(()) => {}
-                        Err(_) => {
+                        Err(e) => {
+                            self.note_drop(e);
                             self.stats.dropped += 1;
                             ok = false;
                         }
@@ -679,12 +684,12 @@ impl Sampler {
             match self.target.layout.frame_owner(owner) {
                 FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
                 FrameOwner::Internal => {}
-                FrameOwner::Python => {
-                    if code == 0 {
-                        return Err(ReadError::Invalid("frame without code"));
-                    }
-                    self.raw.push(RawFrame { code, instr, owner });
-                }
+                // A frame with no code object yet (3.13+ link a frame into the chain
+                // before its executable is set; we see it ~40% of the time in a tight
+                // recursion) is skipped, not a failed sample: CPython's own remote
+                // unwinder (`is_frame_valid` in _remote_debugging) does the same.
+                FrameOwner::Python if code == 0 => {}
+                FrameOwner::Python => self.raw.push(RawFrame { code, instr, owner }),
             }
             frame = prev;
         }
@@ -841,7 +846,20 @@ impl Sampler {
     }
 
     /// Finishes the file: stats block, tables, footer, header.
+    fn note_drop(&mut self, e: ReadError) {
+        match self.drop_reasons.iter_mut().find(|(r, _)| *r == e) {
+            Some((_, n)) => *n += 1,
+            None => self.drop_reasons.push((e, 1)),
+        }
+    }
+
     pub fn finish(mut self, end_us: u64) -> RecordStats {
+        // TACH_RECORD_DEBUG=1: why samples were dropped, for diagnosing a recorder.
+        if std::env::var_os("TACH_RECORD_DEBUG").is_some() {
+            for (reason, n) in &self.drop_reasons {
+                eprintln!("tach: dropped {n} samples: {reason}");
+            }
+        }
         let s = &mut self.stats;
         let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
         let interval = self.opts.interval_us.max(1) as f64 / 1e6;
