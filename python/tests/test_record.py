@@ -319,7 +319,9 @@ def test_generators_and_async(tmp_path):
     st = [s for _, _, s in stacks(data)]
     gen = [s for s in st if s and s[0] == ("script.py", "numbers", line_of(script, "# GEN"))]
     assert len(gen) > 200
-    assert all(funcs(s)[:3] == ["numbers", "consume", "<module>"] for s in gen)
+    # (the same tolerance for torn stacks as the other stack checks)
+    wrong = [s for s in gen if funcs(s)[:3] != ["numbers", "consume", "<module>"]]
+    assert len(wrong) <= 0.02 * len(gen), wrong[:3]
     coro = [s for s in st if s and s[0] == ("script.py", "cpu_task", line_of(script, "# ASYNC"))]
     assert len(coro) > 200
     # the coroutine runs from the event loop, under asyncio.run
@@ -398,8 +400,11 @@ def test_callbacks_from_c_sorted_key(tmp_path):
     st = [s for _, _, s in stacks(data)]
     in_key = [s for s in st if s and s[0] == ("script.py", "key", key_line)]
     assert len(in_key) > 0.6 * len(st)
-    # sorted() is C: the key function's caller is main, at the sorted() line.
-    assert all(s[1] == ("script.py", "main", sort_line) for s in in_key)
+    # sorted() is C: the key function's caller is main, at the sorted() line (but for
+    # the rare stack torn by a call or return during the read: issue 6 note; one in
+    # ~800 failed an all() check on 3.13 in CI).
+    wrong = [s for s in in_key if s[1] != ("script.py", "main", sort_line)]
+    assert len(wrong) <= 0.02 * len(in_key), wrong[:3]
 
 
 def test_accuracy_three_to_one(tmp_path):
