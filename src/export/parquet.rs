@@ -21,7 +21,6 @@ use polars::prelude::*;
 use super::{Dataset, DatasetExporter, ExportError, ExportInput, Exporter, Result};
 use crate::query::output::write_parquet;
 use crate::query::QueryEngine;
-use crate::tach::filter::status as flag;
 use crate::tach::TachFile;
 
 pub struct Parquet;
@@ -84,14 +83,7 @@ fn table(engine: &QueryEngine, input: &ExportInput<'_>, name: &str) -> Result<Da
 fn filter_expr(input: &ExportInput<'_>) -> Result<Option<Expr>> {
     let f = input.filter;
     let mut preds: Vec<Expr> = Vec::new();
-    for (name, bit) in [
-        ("has_gil", flag::HAS_GIL),
-        ("on_cpu", flag::ON_CPU),
-        ("gil_requested", flag::GIL_REQUESTED),
-        ("has_exception", flag::HAS_EXCEPTION),
-        ("main_thread", flag::MAIN_THREAD),
-        ("unknown", flag::UNKNOWN),
-    ] {
+    for (name, bit) in crate::query::tables::FLAGS {
         if f.status_set & bit != 0 {
             preds.push(col(name));
         }

@@ -116,8 +116,8 @@ pub const TABLES: [&str; 5] = [
     "sample_frames",
 ];
 
-/// Status flag columns, in the order of the schema.
-const FLAGS: [(&str, u8); 6] = [
+/// Status flag columns, in the order of the schema (the Parquet exporter filters on them).
+pub(crate) const FLAGS: [(&str, u8); 6] = [
     ("has_gil", flag::HAS_GIL),
     ("on_cpu", flag::ON_CPU),
     ("gil_requested", flag::GIL_REQUESTED),
