@@ -871,3 +871,61 @@ fn table_output_aligns_and_notes_rows_left_out() {
         "{text}"
     );
 }
+
+/// The Parquet exporter applies filters as a polars predicate; it must keep exactly the
+/// samples the reader's own filter keeps.
+#[test]
+fn parquet_export_filters_keep_the_samples_the_reader_keeps() {
+    use tach::tach::SampleFilter;
+    let dir = tempfile::tempdir().unwrap();
+    // (no golden file has an on-CPU sample; these flags all occur in this one)
+    let name = "stdlib_tests_large.bin";
+    let file = TachFile::open(golden(name)).unwrap();
+    let cases: [(&str, &[&str]); 4] = [
+        ("exception", &["--status", "has-exception"]),
+        (
+            "gil wait",
+            &["--status", "gil-requested", "--status", "no-has-gil"],
+        ),
+        (
+            "gil, no exception",
+            &["--status", "has-gil", "--status", "no-has-exception"],
+        ),
+        ("window", &["--start", "0.5", "--end", "1.5"]),
+    ];
+    for (i, (what, args)) in cases.iter().enumerate() {
+        let mut filter = SampleFilter::default();
+        let mut a = args.iter();
+        while let Some(&flag) = a.next() {
+            let v = a.next().unwrap();
+            match flag {
+                "--status" => filter.add_status(v).unwrap(),
+                "--start" => filter.start_s = Some(v.parse().unwrap()),
+                "--end" => filter.end_s = Some(v.parse().unwrap()),
+                _ => unreachable!(),
+            }
+        }
+        let origin = tach::tach::index::first_timestamp(&file).unwrap().unwrap();
+        let bound = filter.bind(origin);
+        let mut want = 0usize;
+        file.for_each_sample(|s| want += bound.keep(s) as usize)
+            .unwrap();
+        let out = dir.path().join(format!("{i}.parquet"));
+        let st = tach_bin()
+            .args(["export", "--parquet", "-o"])
+            .arg(&out)
+            .args(*args)
+            .arg(golden(name))
+            .status()
+            .unwrap();
+        assert!(st.success(), "{what}");
+        let samples = ParquetReader::new(std::fs::File::open(out.join("samples.parquet")).unwrap())
+            .finish()
+            .unwrap();
+        assert_eq!(samples.height(), want, "{what}");
+        assert!(
+            want > 0,
+            "{what}: the case keeps no sample, so it checks nothing"
+        );
+    }
+}
