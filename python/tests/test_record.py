@@ -98,14 +98,6 @@ CPU_RECURSION = """
 """
 
 
-@pytest.mark.xfail(
-    sys.version_info >= (3, 13),
-    reason="known defect: on 3.13-3.15 a call or return racing the read leaves a frame "
-    "without code in the chain in up to ~40% of ticks in tight recursion; those samples "
-    "are dropped (skipping the frame instead admits torn stacks), so fewer than 1000 "
-    "samples may land in 1.5 s (issue 6 note; TACH_RECORD_DEBUG=1 shows the reasons)",
-    strict=False,
-)
 def test_cpu_recursion_stacks_lines_and_header(tmp_path):
     script = write_script(tmp_path, CPU_RECURSION)
     proc, data = run_recorded(tmp_path, script)
@@ -113,11 +105,16 @@ def test_cpu_recursion_stacks_lines_and_header(tmp_path):
     assert "samples" in proc.stderr and "Hz achieved" in proc.stderr and "out.tach" in proc.stderr
     st = stacks(data)
     assert len(st) > 1000
+    # Tight recursion calls and returns every few tens of nanoseconds: the reads that
+    # race it are trimmed or taken again, not dropped (CPython 3.15's own sampler
+    # drops ~37% of this workload's ticks).
+    assert data["stats"]["error_rate"] < 5, data["stats"]
     fib_line, call_line = line_of(script, "# FIB"), line_of(script, "# CALL")
     in_fib = [s for _, _, s in st if s and s[0][1] == "fib"]
     assert len(in_fib) > 0.9 * len(st)
-    # Callers are at the recursive call. A sample is read while the thread runs, so a
-    # stack can be torn by a call or return in the middle of the read: rare, not never.
+    # Callers are at the recursive call. A sample is read while the thread runs; frames
+    # the thread left during the read are recognised and trimmed (docs/recorder.md), so
+    # a torn stack is rare, not never.
     def well_formed(s):
         # innermost fib frames (the running one may still be on its RESUME instruction,
         # which carries the `def` line), callers at the recursive call, then main at
@@ -480,12 +477,6 @@ def test_modes_cpu_and_gil(tmp_path):
     assert sum(1 for n in by_ts.values() if n > 1) <= 0.01 * len(by_ts)
 
 
-@pytest.mark.xfail(
-    reason="known defect: stacks torn during the read put 1-5% of caller frames on a "
-    "return instruction (seen on 3.11 and 3.13), so the 99% bound fails "
-    "intermittently (issue 6 note)",
-    strict=False,
-)
 def test_opcodes(tmp_path):
     import dis
 

@@ -26,7 +26,13 @@
 #  include "internal/pycore_interp.h"
 #  include "internal/pycore_opcode.h"
 #  define TACH_HAVE_DEOPT 1
+#  define TACH_HAVE_STACKTOP 1
 #elif PY_VERSION_HEX >= 0x030D0000
+#  if PY_VERSION_HEX < 0x030E0000
+/* 3.13, as 3.11, marks the frame the eval loop runs with stacktop == -1 (see below). */
+#    define TACH_HAVE_STACKTOP 1
+#    include "internal/pycore_frame.h"
+#  endif
 #  define TACH_HAVE_EXC 1
 #  define NEED_OPCODE_METADATA 1
 #  define _PyOpcode_Deopt tach_py_deopt
@@ -88,6 +94,18 @@ struct tach_build_layout {
     uint64_t exc_tstate_current_exception;
     uint64_t exc_tstate_exc_info;
     uint64_t exc_err_stackitem_exc_value;
+    /* 3.11 and 3.13: _PyInterpreterFrame.stacktop, -1 while the eval loop runs the
+     * frame (ceval's SET_LOCALS_FROM_FRAME, 3.13's _PyFrame_GetStackPointer), set when it
+     * calls a Python function; 3.13's _Py_DebugOffsets does not publish it. */
+    uint64_t has_stacktop;
+    uint64_t frame_stacktop;
+    /* 3.11: _PyInterpreterFrame.is_entry, set on the first frame of an eval loop (3.13
+     * puts an entry frame of its own below it instead). */
+    uint64_t has_is_entry;
+    uint64_t frame_is_entry;
+    /* The return instructions (0xFFFF: none): a frame on one has no callees left. */
+    uint64_t op_return_value;
+    uint64_t op_return_const;
 };
 
 const struct tach_build_layout tach_build_layout = {
@@ -140,6 +158,24 @@ const struct tach_build_layout tach_build_layout = {
     .exc_tstate_current_exception = offsetof(PyThreadState, current_exception),
     .exc_tstate_exc_info = offsetof(PyThreadState, exc_info),
     .exc_err_stackitem_exc_value = offsetof(_PyErr_StackItem, exc_value),
+#endif
+#ifdef TACH_HAVE_STACKTOP
+    .has_stacktop = 1,
+    .frame_stacktop = offsetof(_PyInterpreterFrame, stacktop),
+#endif
+#ifdef RETURN_VALUE
+    .op_return_value = RETURN_VALUE,
+#else
+    .op_return_value = 0xFFFF,
+#endif
+#ifdef RETURN_CONST
+    .op_return_const = RETURN_CONST,
+#else
+    .op_return_const = 0xFFFF,
+#endif
+#ifdef TACH_HAVE_311
+    .has_is_entry = 1,
+    .frame_is_entry = offsetof(_PyInterpreterFrame, is_entry),
 #endif
 };
 

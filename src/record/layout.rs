@@ -54,6 +54,18 @@ pub struct Offsets {
     pub frame_previous: u64,
     pub frame_executable: u64,
     pub frame_instr: u64,
+    /// 3.11's and 3.13's `_PyInterpreterFrame.stacktop`: -1 while the eval loop runs the frame,
+    /// set when it calls a Python function. A frame below another Python frame of the
+    /// chain that reads -1 is running: the frames above it are gone.
+    pub frame_stacktop: Option<u64>,
+    /// 3.11's `_PyInterpreterFrame.is_entry`: the first frame of an eval loop, called
+    /// from C (3.13+ put an entry frame of their own below it).
+    pub frame_is_entry: Option<u64>,
+    /// The raw opcodes of RETURN_VALUE and RETURN_CONST (0xFFFF: none), from the
+    /// headers: a frame executing one has unlinked its callees already, so frames above
+    /// it in a chain are gone. The instrumented forms are left out on purpose: they call
+    /// monitoring callbacks before the frame returns.
+    pub return_opcodes: Option<[u16; 2]>,
     pub frame_owner: u64,
     /// Low bits to clear from `f_executable` (a tagged `_PyStackRef` from 3.14).
     pub executable_tag_mask: u64,
@@ -98,6 +110,11 @@ pub trait InterpreterLayout: Send + Sync {
     fn offsets(&self) -> &Offsets;
     /// The innermost frame of a thread, from the image of its thread state.
     fn current_frame(&self, mem: &dyn MemoryReader, tstate: &[u8]) -> Result<u64, ReadError>;
+    /// Where the innermost-frame pointer of the thread state at `tstate_addr` lives (its
+    /// image is `tstate`), so that it can be read again in the same system call as the
+    /// frames; `None` when the thread has no frames.
+    fn current_frame_slot(&self, tstate_addr: u64, tstate: &[u8])
+        -> Result<Option<u64>, ReadError>;
     fn frame_owner(&self, owner: u8) -> FrameOwner;
 }
 
@@ -168,6 +185,20 @@ pub struct BuildLayout {
     pub exc_tstate_current_exception: u64,
     pub exc_tstate_exc_info: u64,
     pub exc_err_stackitem_exc_value: u64,
+    pub has_stacktop: u64,
+    pub frame_stacktop: u64,
+    pub has_is_entry: u64,
+    pub frame_is_entry: u64,
+    pub op_return_value: u64,
+    pub op_return_const: u64,
+}
+
+impl BuildLayout {
+    /// The raw opcodes of the return instructions, if the headers named any.
+    fn return_opcodes(&self) -> Option<[u16; 2]> {
+        let op = |v: u64| u16::try_from(v).unwrap_or(0xFFFF);
+        (self.op_return_value <= 255).then(|| [op(self.op_return_value), op(self.op_return_const)])
+    }
 }
 
 impl Py311Layout {
@@ -218,6 +249,9 @@ impl Py311Layout {
             frame_previous: b.frame_previous,
             frame_executable: b.frame_code,
             frame_instr: b.frame_prev_instr,
+            frame_stacktop: (b.has_stacktop != 0).then_some(b.frame_stacktop),
+            frame_is_entry: (b.has_is_entry != 0).then_some(b.frame_is_entry),
+            return_opcodes: b.return_opcodes(),
             frame_owner: b.frame_owner,
             executable_tag_mask: 0,
             instr_is_prev: true,
@@ -262,6 +296,14 @@ impl InterpreterLayout for Py311Layout {
         }
         let off = self.offsets.cframe_current_frame.unwrap_or(0);
         mem.read_u64(cframe.wrapping_add(off))
+    }
+    fn current_frame_slot(&self, _: u64, tstate: &[u8]) -> Result<Option<u64>, ReadError> {
+        // 3.11: the thread state points at the running eval loop's C frame, which holds
+        // the innermost frame.
+        let cframe = field_u64(tstate, self.offsets.tstate_frame)
+            .ok_or(ReadError::Invalid("thread state shorter than its layout"))?;
+        let off = self.offsets.cframe_current_frame.unwrap_or(0);
+        Ok((cframe != 0).then(|| cframe.wrapping_add(off)))
     }
     fn frame_owner(&self, owner: u8) -> FrameOwner {
         // FRAME_OWNED_BY_THREAD, _GENERATOR, _FRAME_OBJECT.
@@ -447,8 +489,9 @@ impl DebugOffsetsLayout {
 }
 
 impl DebugOffsetsLayout {
-    /// Fills in the exception-state offsets `_Py_DebugOffsets` lacks before 3.15, from
-    /// a build-time table of the same version (`tstate->exc_info` is a pointer).
+    /// Fills in the offsets `_Py_DebugOffsets` lacks (the exception state before 3.15,
+    /// 3.13's frame `stacktop`), from a build-time table of the same version
+    /// (`tstate->exc_info` is a pointer).
     pub fn supplement_exceptions(&mut self, b: &BuildLayout) {
         let built = (
             (b.py_version_hex >> 24) as u8,
@@ -458,6 +501,10 @@ impl DebugOffsetsLayout {
             return;
         }
         let o = &mut self.offsets;
+        if b.has_stacktop != 0 && self.version.1 == 13 {
+            o.frame_stacktop = Some(b.frame_stacktop);
+        }
+        o.return_opcodes = b.return_opcodes();
         if o.tstate_current_exception.is_none() {
             o.tstate_current_exception = Some(b.exc_tstate_current_exception);
             o.tstate_exc_info = Some(b.exc_tstate_exc_info);
@@ -481,6 +528,9 @@ impl InterpreterLayout for DebugOffsetsLayout {
     fn current_frame(&self, _mem: &dyn MemoryReader, tstate: &[u8]) -> Result<u64, ReadError> {
         field_u64(tstate, self.offsets.tstate_frame)
             .ok_or(ReadError::Invalid("thread state shorter than its layout"))
+    }
+    fn current_frame_slot(&self, tstate_addr: u64, _: &[u8]) -> Result<Option<u64>, ReadError> {
+        Ok(Some(tstate_addr.wrapping_add(self.offsets.tstate_frame)))
     }
     fn frame_owner(&self, owner: u8) -> FrameOwner {
         match (self.version.1, owner) {

@@ -233,6 +233,12 @@ impl CodeCache {
 
     /// The entry for the code object at `addr` with this fingerprint, resolving it if the
     /// address is new or now holds another code object.
+    /// The code units of the code object cached at `addr`, unchecked: how much of its
+    /// bytecode to read along with its header.
+    pub fn units_of(&self, addr: u64) -> Option<u64> {
+        self.entries.get(&addr).map(|e| e.code_units)
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn get(
         &mut self,

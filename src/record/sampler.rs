@@ -135,6 +135,8 @@ struct RawFrame {
     code: u64,
     instr: u64,
     owner: u8,
+    /// The frame above it in the chain is a Python frame it called (not a C call).
+    called_python: bool,
 }
 
 /// The sampler's state, owned by its thread.
@@ -158,6 +160,8 @@ pub struct Sampler {
     window: Window,
     codes: Vec<u64>,
     code_slot: Vec<usize>,
+    /// Where each of `codes` was read in `header_buf`: (start, length).
+    code_at: Vec<(usize, usize)>,
     small_buf: Vec<u8>,
     /// (interpreter, thread state) of the main thread, once found.
     main_tstate: Option<(u64, u64)>,
@@ -167,7 +171,21 @@ pub struct Sampler {
     gc_frame_id: Option<u32>,
     /// Why samples were dropped, by reason (a handful of distinct ones).
     drop_reasons: Vec<(ReadError, u64)>,
+    /// Pages of data stack the last walk spanned: what the next snapshot reads.
+    stack_pages: u64,
+    /// Stack reads taken again because the first did not validate, and (with
+    /// `TACH_RECORD_DEBUG`) why.
+    retries: u64,
+    retry_reasons: Vec<(ReadError, u64)>,
+    debug: bool,
 }
+
+/// Bytecode read along with a code object's header, at most (longer functions are read
+/// in part: the check for a return instruction is skipped past it).
+const MAX_BYTECODE_UNITS: u64 = 4096;
+
+/// Reads of one thread's stack before its sample is dropped.
+const READ_ATTEMPTS: u32 = 4;
 
 const PAGE: u64 = 4096;
 /// Pages read at the first frame of a walk; doubled at each miss, up to the maximum.
@@ -190,7 +208,12 @@ struct Window {
     scratch: Vec<u8>,
     ranges: Vec<(u64, usize)>,
     pages: u64,
+    /// The fields a snapshot read after the stack.
+    fields: Vec<Option<u64>>,
 }
+
+/// 8-byte fields a snapshot reads after the stack, at most.
+const MAX_SNAPSHOT_FIELDS: usize = 2;
 
 impl Default for Window {
     fn default() -> Self {
@@ -199,7 +222,10 @@ impl Default for Window {
             base: 0,
             len: 0,
             buf: vec![0; max],
-            scratch: vec![0; max],
+            // Room for the pages, the two copies of the frame pointer of a snapshot and
+            // its fields.
+            scratch: vec![0; max + 16 + 8 * MAX_SNAPSHOT_FIELDS],
+            fields: Vec::with_capacity(MAX_SNAPSHOT_FIELDS),
             ranges: Vec::with_capacity(WINDOW_MAX_PAGES as usize),
             pages: 0,
         }
@@ -210,6 +236,7 @@ impl Window {
     fn clear(&mut self) {
         self.len = 0;
         self.pages = 0;
+        self.fields.clear();
     }
 
     fn get(&self, addr: u64, len: usize) -> Option<&[u8]> {
@@ -250,6 +277,130 @@ impl Window {
         self.len = n * page;
         self.base = top - n as u64 * PAGE;
     }
+
+    /// Reads, in one system call, the innermost-frame pointer at `slot` and then the
+    /// pages that hold the frame at `guess` and those below it. When the pointer lands
+    /// in those pages, the innermost frames were copied right after it was read (the
+    /// kernel copies the ranges in order), not a system call or two later: far fewer
+    /// callees already gone and callers already past their call.
+    ///
+    /// `fields` are 8-byte fields read last, into `self.fields` (`None` if unread): the
+    /// thread's status, read with its stack rather than before it.
+    fn snapshot(
+        &mut self,
+        mem: &dyn MemoryReader,
+        slot: u64,
+        guess: u64,
+        fsize: usize,
+        fields: &[u64],
+    ) -> Snapshot {
+        self.len = 0;
+        self.pages = self.pages.clamp(WINDOW_MIN_PAGES, WINDOW_MAX_PAGES);
+        let page = PAGE as usize;
+        let top = guess
+            .checked_add(fsize as u64 + PAGE - 1)
+            .map_or(0, |end| end & !(PAGE - 1));
+        self.ranges.clear();
+        self.ranges.push((slot, 8));
+        if top >= 2 * PAGE {
+            for k in 0..self.pages {
+                match (top - PAGE).checked_sub(k * PAGE) {
+                    Some(p) if p > 0 => self.ranges.push((p, page)),
+                    _ => break,
+                }
+            }
+        }
+        let asked_pages = self.ranges.len() - 1;
+        self.ranges.push((slot, 8));
+        let fields_from = self.ranges.len();
+        for &f in fields.iter().take(MAX_SNAPSHOT_FIELDS) {
+            self.ranges.push((f, 8));
+        }
+        let n = mem.read_many(&self.ranges, &mut self.scratch);
+        self.fields.clear();
+        let fields_at = 16 + asked_pages * page;
+        for k in 0..self.ranges.len() - fields_from {
+            let value = (fields_from + k < n)
+                .then(|| field_u64(&self.scratch, (fields_at + 8 * k) as u64))
+                .flatten();
+            self.fields.push(value);
+        }
+        if n == 0 {
+            return Snapshot::Unreadable;
+        }
+        let pointer = field_u64(&self.scratch, 0).unwrap_or(0);
+        if pointer == 0 {
+            return Snapshot::At(0, None);
+        }
+        // The pointer again, after the pages (unless the read stopped at a page).
+        let (pages, later) = if n >= fields_from {
+            let later = field_u64(&self.scratch, (8 + asked_pages * page) as u64);
+            (asked_pages, later.filter(|&p| p != pointer))
+        } else {
+            (n - 1, None)
+        };
+        // The pages, top first after the pointer: reassemble them in address order.
+        for k in 0..pages {
+            let src = 8 + k * page;
+            let dst = (pages - 1 - k) * page;
+            self.buf[dst..dst + page].copy_from_slice(&self.scratch[src..src + page]);
+        }
+        self.len = pages * page;
+        self.base = top - pages as u64 * PAGE;
+        if self.get(pointer, fsize).is_none() {
+            // No page at the guess (the first read of a thread), or the stack moved
+            // out of it.
+            return Snapshot::Moved(pointer);
+        }
+        Snapshot::At(pointer, later)
+    }
+}
+
+/// The thread's exception state as fields of a snapshot: the exception being raised
+/// (`tstate->current_exception`, 3.11's `curexc_type`), then the one being handled.
+#[derive(Debug, Default, Clone, Copy)]
+struct ExceptionFields {
+    addrs: [u64; MAX_SNAPSHOT_FIELDS],
+    len: usize,
+    current: bool,
+    handled_at: Option<usize>,
+}
+
+impl ExceptionFields {
+    fn addrs(&self) -> &[u64] {
+        &self.addrs[..self.len]
+    }
+
+    /// Whether the thread has an exception, from the values read; `None` if one of them
+    /// could not be read.
+    fn decide(&self, values: &[Option<u64>], none: u64) -> Option<bool> {
+        if values.len() != self.len {
+            return None;
+        }
+        let mut any = false;
+        if self.current {
+            any |= values[0]? != 0;
+        }
+        if let Some(k) = self.handled_at {
+            let v = values[k]?;
+            any |= v != 0 && v != none;
+        }
+        Some(any)
+    }
+}
+
+/// What [`Window::snapshot`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Snapshot {
+    /// The innermost frame is here (0: the thread has none) and the window holds it;
+    /// the second address is the innermost frame once the pages were copied, if it
+    /// changed: when that is a frame of the chain, the thread had returned to it, and
+    /// the frames above it are gone.
+    At(u64, Option<u64>),
+    /// The innermost frame is here, outside the pages read: read again there.
+    Moved(u64),
+    /// The frame pointer itself could not be read.
+    Unreadable,
 }
 
 /// Offset and length of the interpreter fields a tick reads (id, next, threads head).
@@ -330,11 +481,16 @@ impl Sampler {
             window: Window::default(),
             codes: Vec::with_capacity(64),
             code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
+            code_at: Vec::with_capacity(64),
             small_buf: Vec::with_capacity(256),
             main_tstate: None,
             gc_state: (false, 0),
             gc_frame_id: None,
             drop_reasons: Vec::new(),
+            stack_pages: WINDOW_MIN_PAGES,
+            retries: 0,
+            retry_reasons: Vec::new(),
+            debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
         })
     }
 
@@ -506,6 +662,42 @@ impl Sampler {
         Some(state == b'R')
     }
 
+    /// Where the thread's exception state lives, to be read with its stack.
+    fn exception_fields(&self, o: &Offsets, tstate: u64) -> ExceptionFields {
+        let current = o
+            .tstate_current_exception
+            .map(|off| tstate.wrapping_add(off));
+        let handled = o.tstate_exc_info.and_then(|off| {
+            if o.exc_info_is_pointer {
+                // The pointer from the thread state image: it changes only when the
+                // thread enters or leaves a generator.
+                field_u64(&self.tstate_buf, off)
+                    .filter(|&p| p != 0)
+                    .map(|p| p.wrapping_add(o.err_stackitem_exc_value))
+            } else {
+                Some(
+                    tstate
+                        .wrapping_add(off)
+                        .wrapping_add(o.err_stackitem_exc_value),
+                )
+            }
+        });
+        let mut f = ExceptionFields::default();
+        if let Some(a) = current {
+            f.addrs[f.len] = a;
+            f.len += 1;
+        }
+        if let Some(a) = handled {
+            f.addrs[f.len] = a;
+            f.handled_at = Some(f.len);
+            f.len += 1;
+        }
+        f.current = current.is_some();
+        f
+    }
+
+    /// The exception state from the thread state image and a read (the fallback when
+    /// no snapshot read it with the stack).
     fn exception_state(&self, o: &Offsets) -> bool {
         let ts = &self.tstate_buf;
         if let Some(off) = o.tstate_current_exception {
@@ -556,9 +748,6 @@ impl Sampler {
                 status |= GIL_REQUESTED;
             }
         }
-        if self.exception_state(o) {
-            status |= HAS_EXCEPTION;
-        }
         if is_main {
             status |= MAIN_THREAD;
         }
@@ -575,49 +764,65 @@ impl Sampler {
         let keep = match self.opts.mode {
             ProfilingMode::Cpu => status & ON_CPU != 0,
             ProfilingMode::Gil => status & HAS_GIL != 0,
-            ProfilingMode::Exception => status & HAS_EXCEPTION != 0,
+            // Decided below, from the exception state read with the stack.
             _ => true,
         };
         if !keep {
             self.stats.filtered += 1;
             return Ok(());
         }
-        let frame = self
-            .target
-            .layout
-            .current_frame(&*self.target.mem, &self.tstate_buf)?;
+        // The exception state is read in the same system call as the stack, just after
+        // it: read before, it can belong to another moment than the stack.
+        let exc_fields = self.exception_fields(o, tstate);
         let (collecting, gc_frame) = self.gc_state;
         // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
         // CPython puts it. Earlier versions only say that a collection runs: the thread
         // running it holds the GIL, and the collection sits on top of its stack.
         let gc_at =
             (collecting && o.interp_gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
-        let complete = self.walk(o, frame, gc_at)?;
-        let base = o
-            .tstate_base_frame
-            .and_then(|off| field_u64(&self.tstate_buf, off))
-            .filter(|&b| b != 0);
-        if let (Some(base), Some(last)) = (base, complete) {
-            // A chain that does not end at the thread's base frame was torn by a call
-            // or return during the read (CPython's check too).
-            if last != base {
-                return Err(ReadError::Invalid(
-                    "frame chain does not end at the base frame",
-                ));
+        let gc_on_top = collecting && o.interp_gc_frame.is_none() && has_gil;
+        let layout = &self.target.layout;
+        let slot = layout.current_frame_slot(tstate, &self.tstate_buf)?;
+        let mut guess = match slot {
+            Some(_) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
+            None => 0,
+        };
+        // The thread runs on while we read it: a read that does not validate (the
+        // innermost frame moved, a frame popped under us, a chain that does not end
+        // where it should) is taken again, a few times, before the sample is dropped.
+        let mut attempt = 1;
+        loop {
+            let may_retry = attempt < READ_ATTEMPTS;
+            match self.read_stack(
+                o,
+                slot,
+                &mut guess,
+                gc_at,
+                gc_on_top,
+                &exc_fields,
+                may_retry,
+            ) {
+                Ok(()) => break,
+                Err(e) if attempt < READ_ATTEMPTS => {
+                    attempt += 1;
+                    self.retries += 1;
+                    if self.debug {
+                        self.note_retry(e);
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
-        if collecting && o.interp_gc_frame.is_none() && has_gil {
-            self.raw.insert(
-                0,
-                RawFrame {
-                    code: GC_MARK,
-                    instr: 0,
-                    owner: 0,
-                },
-            );
-            self.raw.truncate(MAX_STACK_DEPTH);
+        let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {
+            Some(v) => v,
+            None => self.exception_state(o),
+        };
+        if has_exception {
+            status |= HAS_EXCEPTION;
+        } else if self.opts.mode == ProfilingMode::Exception {
+            self.stats.filtered += 1;
+            return Ok(());
         }
-        self.resolve_stack(o)?;
         match self
             .writer
             .write_sample(tid, interp_id, now_us, status, &self.stack)
@@ -632,6 +837,78 @@ impl Sampler {
         Ok(())
     }
 
+    /// Reads the thread's stack into `self.stack`: a snapshot of its innermost frames,
+    /// the walk down the chain, the code objects. `guess` is where the innermost frame
+    /// was last seen, updated when the snapshot finds it elsewhere.
+    #[allow(clippy::too_many_arguments)]
+    fn read_stack(
+        &mut self,
+        o: &Offsets,
+        slot: Option<u64>,
+        guess: &mut u64,
+        gc_at: Option<u64>,
+        gc_on_top: bool,
+        fields: &ExceptionFields,
+        may_retry: bool,
+    ) -> Result<(), ReadError> {
+        let fsize = o.frame_size as usize;
+        let (frame, returned_to) = match slot {
+            None => {
+                self.window.clear();
+                (0, None)
+            }
+            Some(slot) => {
+                self.window.pages = self.stack_pages;
+                match self
+                    .window
+                    .snapshot(&*self.target.mem, slot, *guess, fsize, fields.addrs())
+                {
+                    Snapshot::At(frame, later) => (frame, later),
+                    Snapshot::Moved(frame) => {
+                        if frame == *guess {
+                            // The frame straddles the pages read: take more next time.
+                            self.stack_pages = (self.stack_pages * 2).min(WINDOW_MAX_PAGES);
+                        }
+                        *guess = frame;
+                        return Err(ReadError::Invalid(
+                            "the innermost frame moved out of the pages read",
+                        ));
+                    }
+                    Snapshot::Unreadable => {
+                        return Err(ReadError::Invalid("frame pointer unreadable"));
+                    }
+                }
+            }
+        };
+        let complete = self.walk(o, frame, returned_to, gc_at, may_retry)?;
+        let base = o
+            .tstate_base_frame
+            .and_then(|off| field_u64(&self.tstate_buf, off))
+            .filter(|&b| b != 0);
+        if let (Some(base), Some(last)) = (base, complete) {
+            // A chain that does not end at the thread's base frame was torn by a call
+            // or return during the read (CPython's check too).
+            if last != base {
+                return Err(ReadError::Invalid(
+                    "frame chain does not end at the base frame",
+                ));
+            }
+        }
+        if gc_on_top {
+            self.raw.insert(
+                0,
+                RawFrame {
+                    code: GC_MARK,
+                    instr: 0,
+                    owner: 0,
+                    called_python: false,
+                },
+            );
+            self.raw.truncate(MAX_STACK_DEPTH);
+        }
+        self.resolve_stack(o)
+    }
+
     /// Collects the raw frames of a chain, innermost first, with a `<GC>` frame just
     /// inside `gc_frame`. Returns the last frame of the chain when it was walked to its
     /// end (not cut at the depth limit).
@@ -639,20 +916,33 @@ impl Sampler {
         &mut self,
         o: &Offsets,
         mut frame: u64,
+        returned_to: Option<u64>,
         gc_frame: Option<u64>,
+        may_retry: bool,
     ) -> Result<Option<u64>, ReadError> {
         self.raw.clear();
-        self.window.clear();
         let fsize = o.frame_size as usize;
         let mut steps = 0;
         let mut last = 0;
+        // The pages the chain spans in the snapshot: the next snapshot reads as many.
+        let top = self.window.base + self.window.len as u64;
+        let mut lowest = top;
+        let mut reloaded = false;
+        // Whether the frame just above in the chain was a Python frame of the same eval
+        // loop (not an entry frame).
+        let mut callee_python = false;
         while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
             last = frame;
+            if returned_to == Some(frame) {
+                // The thread had returned to this frame by the end of the snapshot.
+                self.raw.retain(|f| f.code == GC_MARK);
+            }
             if gc_frame == Some(frame) {
                 self.raw.push(RawFrame {
                     code: GC_MARK,
                     instr: 0,
                     owner: 0,
+                    called_python: false,
                 });
                 if self.raw.len() >= MAX_STACK_DEPTH {
                     break;
@@ -663,10 +953,33 @@ impl Sampler {
                 return Err(ReadError::Invalid("frame chain too long (a cycle?)"));
             }
             let img: &[u8] = match self.window.get(frame, fsize) {
-                Some(img) => img,
+                Some(img) => {
+                    if !reloaded {
+                        lowest = lowest.min(frame);
+                    }
+                    img
+                }
                 None => {
-                    self.window.load(&*self.target.mem, frame, fsize);
-                    match self.window.get(frame, fsize) {
+                    // Just below the pages read: the data stack goes on there. Anywhere
+                    // else (an entry frame on the C stack, a generator's frame in its
+                    // object): read that frame alone.
+                    let below = self.window.base.wrapping_sub(frame);
+                    let near = self.window.len > 0
+                        && frame < self.window.base
+                        && below <= WINDOW_MAX_PAGES * PAGE;
+                    if near && may_retry && !reloaded && self.stack_pages < WINDOW_MAX_PAGES {
+                        // Read later, those frames could be from another moment: take a
+                        // snapshot deep enough instead.
+                        self.stack_pages = ((top - frame).div_ceil(PAGE) + 1).min(WINDOW_MAX_PAGES);
+                        return Err(ReadError::Invalid("the stack runs below the pages read"));
+                    }
+                    let mut img = None;
+                    if near {
+                        reloaded = true;
+                        self.window.load(&*self.target.mem, frame, fsize);
+                        img = self.window.get(frame, fsize);
+                    }
+                    match img {
                         Some(img) => img,
                         None => {
                             self.target.mem.read(frame, &mut self.frame_buf)?;
@@ -683,21 +996,51 @@ impl Sampler {
             let instr = field_u64(img, o.frame_instr).unwrap_or(0);
             match self.target.layout.frame_owner(owner) {
                 FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
-                FrameOwner::Internal => {}
+                FrameOwner::Internal => callee_python = false,
                 FrameOwner::Python => {
-                    // A null code pointer on 3.13+ marks a frame popped (or not yet set
-                    // up) while we read: a call or return raced the read. CPython's
-                    // remote unwinder skips such a frame, but the rest of the chain is
-                    // then often torn (2.7% of samples in a tight recursion on 3.13), so
-                    // the sample is dropped and counted instead.
                     if code == 0 {
+                        // 3.14+ clear a frame's code when they pop it: the thread
+                        // returned from its innermost frame while the snapshot was
+                        // taken, and the caller is the innermost now (CPython's unwinder
+                        // skips such a frame too). Deeper in the chain, the read is torn.
+                        if self.raw.iter().all(|f| f.code == GC_MARK) {
+                            frame = prev;
+                            continue;
+                        }
                         return Err(ReadError::Invalid("frame without code"));
                     }
-                    self.raw.push(RawFrame { code, instr, owner });
+                    if callee_python {
+                        if let Some(off) = o.frame_stacktop {
+                            // 3.13: a frame the eval loop runs has stacktop -1, one that
+                            // called a Python function has it set. A running frame with
+                            // callees in the chain returned from them while the snapshot
+                            // was taken: they are gone, and it is the innermost.
+                            if field_i32(img, off) == Some(-1) {
+                                self.raw.retain(|f| f.code == GC_MARK);
+                            }
+                        }
+                    }
+                    self.raw.push(RawFrame {
+                        code,
+                        instr,
+                        owner,
+                        called_python: callee_python,
+                    });
+                    // 3.11: the first frame of an eval loop was called from C.
+                    let entry = o
+                        .frame_is_entry
+                        .is_some_and(|off| img.get(off as usize).is_some_and(|&b| b != 0));
+                    callee_python = !entry;
                 }
             }
             frame = prev;
         }
+        self.stack_pages = if reloaded {
+            self.window.pages
+        } else {
+            // One page more than the chain spans: its top moves up and down.
+            ((top - lowest).div_ceil(PAGE) + 1).min(WINDOW_MAX_PAGES)
+        };
         Ok((frame == 0).then_some(last))
     }
 
@@ -734,9 +1077,20 @@ impl Sampler {
             };
             self.code_slot.push(slot);
         }
+        // Each code object's header, and its bytecode when its size is known from an
+        // earlier sample: to tell a caller already on its return instruction.
         self.ranges.clear();
+        self.code_at.clear();
+        let mut at = 0;
         for &c in &self.codes {
-            self.ranges.push((c, hsize));
+            let units = match o.return_opcodes {
+                Some(_) => self.cache.units_of(c).unwrap_or(0).min(MAX_BYTECODE_UNITS),
+                None => 0,
+            };
+            let len = hsize + 2 * units as usize;
+            self.ranges.push((c, len));
+            self.code_at.push((at, len));
+            at += len;
         }
         if read_units {
             for f in &self.raw {
@@ -745,7 +1099,7 @@ impl Sampler {
                 }
             }
         }
-        let units_at = hsize * self.codes.len();
+        let units_at = at;
         let units_len = if read_units { 2 * self.raw.len() } else { 0 };
         if self.header_buf.len() < units_at + units_len {
             self.header_buf.resize(units_at + units_len, 0);
@@ -762,9 +1116,15 @@ impl Sampler {
         } else {
             None
         };
-        // (code, instr, frame index or None if left out) of the previous frame: deep
-        // recursion repeats the same frame many times.
-        let mut last: Option<(u64, u64, Option<u32>)> = None;
+        // (code, instr, frame index or None if left out, on a return instruction) of the
+        // previous frame: deep recursion repeats the same frame many times.
+        let mut last: Option<(u64, u64, Option<u32>, bool)> = None;
+        let gc_id = self.gc_frame_id;
+        let returning = |stack: &mut Vec<u32>| {
+            // A frame on its return instruction has unlinked its callees: the frames
+            // above it in the chain were read after the thread had left them.
+            stack.retain(|&id| Some(id) == gc_id);
+        };
         // Index of the frame's code unit in the batched read (GC marks have none).
         let mut unit = 0usize;
         for (i, f) in self.raw.iter().enumerate() {
@@ -782,17 +1142,21 @@ impl Sampler {
             }
             let unit_at = units_at + 2 * unit;
             unit += 1;
-            if let Some((c, ip, id)) = last {
+            if let Some((c, ip, id, on_return)) = last {
                 if c == f.code && ip == f.instr && !read_units {
+                    if on_return && f.called_python {
+                        returning(&mut self.stack);
+                    }
                     if let Some(id) = id {
                         self.stack.push(id);
                     }
                     continue;
                 }
             }
-            last = Some((f.code, f.instr, None));
+            last = Some((f.code, f.instr, None, false));
             let slot = self.code_slot[i];
-            let header = &self.header_buf[slot * hsize..(slot + 1) * hsize];
+            let (code_start, code_len) = self.code_at[slot];
+            let header = &self.header_buf[code_start..code_start + hsize];
             let fp = Fingerprint::from_header(o, &self.target.types, header)?;
             let entry = self.cache.get(
                 &*self.target.mem,
@@ -817,6 +1181,18 @@ impl Sampler {
             if index < 0 || index as u64 >= entry.code_units {
                 return Err(ReadError::Invalid("instruction pointer outside its code"));
             }
+            // The code unit at the instruction, when the bytecode was read with the header.
+            let unit_byte = hsize + 2 * index as usize;
+            let on_return = match o.return_opcodes {
+                Some(ops) if unit_byte < code_len => {
+                    ops.contains(&u16::from(self.header_buf[code_start + unit_byte]))
+                }
+                _ => false,
+            };
+            if on_return && f.called_python {
+                returning(&mut self.stack);
+            }
+            last = Some((f.code, f.instr, None, on_return));
             if entry.hidden {
                 continue;
             }
@@ -845,22 +1221,27 @@ impl Sampler {
                 }
             };
             self.stack.push(id);
-            last = Some((f.code, f.instr, Some(id)));
+            last = Some((f.code, f.instr, Some(id), on_return));
         }
         Ok(())
     }
 
     /// Finishes the file: stats block, tables, footer, header.
     fn note_drop(&mut self, e: ReadError) {
-        match self.drop_reasons.iter_mut().find(|(r, _)| *r == e) {
-            Some((_, n)) => *n += 1,
-            None => self.drop_reasons.push((e, 1)),
-        }
+        count_reason(&mut self.drop_reasons, e);
+    }
+
+    fn note_retry(&mut self, e: ReadError) {
+        count_reason(&mut self.retry_reasons, e);
     }
 
     pub fn finish(mut self, end_us: u64) -> RecordStats {
         // TACH_RECORD_DEBUG=1: why samples were dropped, for diagnosing a recorder.
-        if std::env::var_os("TACH_RECORD_DEBUG").is_some() {
+        if self.debug {
+            eprintln!("tach: {} stack reads taken again", self.retries);
+            for (reason, n) in &self.retry_reasons {
+                eprintln!("tach: read again {n} times: {reason}");
+            }
             for (reason, n) in &self.drop_reasons {
                 eprintln!("tach: dropped {n} samples: {reason}");
             }
@@ -958,6 +1339,13 @@ impl Sampler {
     }
 }
 
+fn count_reason(reasons: &mut Vec<(ReadError, u64)>, e: ReadError) {
+    match reasons.iter_mut().find(|(r, _)| *r == e) {
+        Some((_, n)) => *n += 1,
+        None => reasons.push((e, 1)),
+    }
+}
+
 fn header_unit(buf: &[u8], at: usize) -> u8 {
     buf.get(at).copied().unwrap_or(0)
 }
@@ -1042,6 +1430,9 @@ mod tests {
         }
         fn current_frame(&self, _: &dyn MemoryReader, ts: &[u8]) -> Result<u64, ReadError> {
             field_u64(ts, self.0.tstate_frame).ok_or(ReadError::Null)
+        }
+        fn current_frame_slot(&self, ts: u64, _: &[u8]) -> Result<Option<u64>, ReadError> {
+            Ok(Some(ts + self.0.tstate_frame))
         }
         fn frame_owner(&self, owner: u8) -> FrameOwner {
             match owner {
@@ -1224,5 +1615,189 @@ mod tests {
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Records `ticks` samples of one thread whose frame chain is `frames`, innermost
+    /// first: (code object 0-3, or `None` for a cleared code pointer; instruction index;
+    /// stacktop). Code object `c` is `func{c}`; its unit 5 is a return instruction.
+    fn record_chain(
+        frames: &[(Option<u64>, u64, i32)],
+        o: Offsets,
+        ticks: u64,
+    ) -> (RecordStats, Vec<Vec<String>>) {
+        const SIZE: usize = 1 << 14;
+        let (ra, rb, rc, rd) = (0x10_0000u64, 0x20_0000u64, 0x30_0000u64, 0x40_0000u64);
+        let types = Types {
+            code: 0x50_0008,
+            unicode: 0x50_0010,
+            bytes: 0x50_0018,
+            none: 0x50_0020,
+        };
+        let mut m = FakeMemory::new();
+        for r in [ra, rb, rc, rd] {
+            m.map(r, vec![0; SIZE]);
+        }
+        let interp = ra + 0x100;
+        let ts = ra + 0x200;
+        m.put_u64(ra + 8, interp);
+        m.put_u64(interp + 16, ts);
+        m.put_u64(ts + 16, interp);
+        m.put_u64(ts + 32, 100);
+        let put_str = |m: &mut FakeMemory, at: u64, text: &[u8]| {
+            m.put_u64(at + 8, types.unicode);
+            m.put_u64(at + 16, text.len() as u64);
+            m.put(at + 32, &((1u32 << 2) | (1 << 5) | (1 << 6)).to_ne_bytes());
+            m.put(at + 40, text);
+        };
+        put_str(&mut m, rd, b"file.py");
+        m.put_u64(rd + 0x800 + 8, types.bytes);
+        m.put_u64(rd + 0x800 + 16, 2);
+        m.put(rd + 0x800 + 32, &[0x80 | (13 << 3) | 7, 2]);
+        for c in 0..4u64 {
+            put_str(&mut m, rd + 0x100 * (c + 1), format!("func{c}").as_bytes());
+            let code = rc + 0x200 * c;
+            m.put_u64(code + 8, types.code);
+            m.put_u64(code + 16, 8);
+            m.put_u64(code + 24, rd);
+            m.put_u64(code + 32, rd + 0x100 * (c + 1));
+            m.put_u64(code + 40, rd + 0x800);
+            m.put(code + 48, &1i32.to_ne_bytes());
+            for unit in 0..8u64 {
+                let op: u8 = if unit == 5 { 0x53 } else { 0x01 };
+                m.put(code + 64 + 2 * unit, &[op, 0]);
+            }
+        }
+        // Callers just below their callees, as in a data stack.
+        let n = frames.len() as u64;
+        let at = |j: u64| rb + 0x1000 + 64 * (n - 1 - j);
+        for (j, &(code, instr, stacktop)) in frames.iter().enumerate() {
+            let (j, f) = (j as u64, at(j as u64));
+            m.put_u64(f, if j + 1 == n { 0 } else { at(j + 1) });
+            let code = code.map_or(0, |c| rc + 0x200 * c);
+            m.put_u64(f + 8, code);
+            m.put_u64(f + 16, code + 64 + 2 * instr);
+            m.put(f + 28, &stacktop.to_ne_bytes());
+        }
+        m.put_u64(ts + 24, at(0));
+        let target = Target {
+            mem: Box::new(m),
+            layout: Box::new(TestLayout(o)),
+            runtime: ra,
+            types,
+            pid: 100,
+            opcodes: None,
+        };
+        let dir = std::env::temp_dir().join(format!("tach-chain-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{}.tach", unique_name()));
+        let mut s = Sampler::new(target, RecordOptions::new(&path)).unwrap();
+        for t in 0..ticks {
+            s.tick(1000 + t);
+        }
+        let stats = s.finish(1_000_000);
+        let f = crate::tach::TachFile::open(&path).unwrap();
+        let stacks = f
+            .collect_samples()
+            .unwrap()
+            .iter()
+            .map(|s| s.stack.iter().map(|&i| f.funcname(i).to_string()).collect())
+            .collect();
+        let _ = std::fs::remove_file(&path);
+        (stats, stacks)
+    }
+
+    /// A file name per recording, so that tests running at once do not share one.
+    fn unique_name() -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn an_intact_chain_is_recorded_whole() {
+        let chain = [
+            (Some(0), 2, -1),
+            (Some(1), 3, 4),
+            (Some(2), 3, 4),
+            (Some(3), 3, 4),
+        ];
+        let o = Offsets {
+            frame_stacktop: Some(28),
+            return_opcodes: Some([0x53, 0xFFFF]),
+            ..offsets()
+        };
+        let (stats, stacks) = record_chain(&chain, o, 3);
+        assert_eq!((stats.samples, stats.dropped), (3, 0));
+        for s in stacks {
+            assert_eq!(s, names(&["func0", "func1", "func2", "func3"]));
+        }
+    }
+
+    #[test]
+    fn frames_above_a_running_frame_are_gone() {
+        // func1 runs (stacktop -1) though func0 sits above it: the thread returned from
+        // func0 while the snapshot was taken.
+        let chain = [
+            (Some(0), 2, 4),
+            (Some(1), 3, -1),
+            (Some(2), 3, 4),
+            (Some(3), 3, 4),
+        ];
+        let with = Offsets {
+            frame_stacktop: Some(28),
+            ..offsets()
+        };
+        let (_, stacks) = record_chain(&chain, with, 2);
+        assert_eq!(stacks[0], names(&["func1", "func2", "func3"]));
+        // Without the field (3.14+), the chain is taken as it is.
+        let (_, stacks) = record_chain(&chain, offsets(), 2);
+        assert_eq!(stacks[0], names(&["func0", "func1", "func2", "func3"]));
+    }
+
+    #[test]
+    fn frames_above_a_returning_frame_are_gone() {
+        // func2 is on its return instruction (unit 5) with callees above it.
+        let chain = [
+            (Some(0), 2, -1),
+            (Some(1), 5, 4),
+            (Some(2), 5, 4),
+            (Some(3), 3, 4),
+        ];
+        let o = Offsets {
+            return_opcodes: Some([0x53, 0xFFFF]),
+            ..offsets()
+        };
+        let (stats, stacks) = record_chain(&chain, o, 3);
+        assert_eq!(stats.dropped, 0);
+        // The first sample learns the code objects' sizes; from the second, their
+        // bytecode is read with their headers and the check applies.
+        assert_eq!(stacks[0], names(&["func0", "func1", "func2", "func3"]));
+        assert_eq!(stacks[1], names(&["func2", "func3"]));
+        assert_eq!(stacks[2], names(&["func2", "func3"]));
+        // The innermost frame on its return instruction is simply returning.
+        let chain = [(Some(0), 5, -1), (Some(1), 3, 4)];
+        let o = Offsets {
+            return_opcodes: Some([0x53, 0xFFFF]),
+            ..offsets()
+        };
+        let (_, stacks) = record_chain(&chain, o, 2);
+        assert_eq!(stacks[1], names(&["func0", "func1"]));
+    }
+
+    #[test]
+    fn a_cleared_innermost_frame_is_skipped_and_a_cleared_caller_drops_the_sample() {
+        // 3.14+ clear the code of a frame they pop: innermost, its caller runs now.
+        let chain = [(None, 2, 0), (Some(1), 3, 4), (Some(2), 3, 4)];
+        let (stats, stacks) = record_chain(&chain, offsets(), 2);
+        assert_eq!((stats.samples, stats.dropped), (2, 0));
+        assert_eq!(stacks[0], names(&["func1", "func2"]));
+        // Deeper in the chain, the read is torn: taken again, then dropped.
+        let chain = [(Some(0), 2, 0), (None, 3, 4), (Some(2), 3, 4)];
+        let (stats, stacks) = record_chain(&chain, offsets(), 2);
+        assert_eq!((stats.samples, stats.dropped), (0, 2));
+        assert!(stacks.is_empty());
     }
 }
