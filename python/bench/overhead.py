@@ -3,9 +3,14 @@
     python python/bench/overhead.py [--python PY] [--rates 100,1000,10000] [--repeat 5]
                                     [--tools tach,pyspy,cpython] [--markdown]
 
-For each rate, runs the workload without a profiler and under each tool, `--repeat`
-times, and reports the median of the workload's own timing (measured inside the
-workload, so interpreter start-up and file finishing are excluded) and the slowdown.
+Runs the workload without a profiler and under each tool at each rate, one run of each
+in turn per round, for `--repeat` rounds, and reports the median of the workload's own
+timing (measured inside the workload, so interpreter start-up and file finishing are
+excluded) and the slowdown: the median over rounds of the time divided by the same
+round's run without a profiler (paired, so that a machine whose speed drifts does not
+bias one configuration). The slowdown is given for the wall time (what the goals are
+about) and for the workload thread's CPU time (`time.thread_time()`), which a shared
+machine's other tenants disturb less.
 
 Tools:
 - tach: `PY -m tach run -q -r RATE -o FILE workload.py` (the installed extension; build
@@ -42,9 +47,9 @@ def main(rounds):
         fib(22)
         mix(20000)
 
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.thread_time()
 main(int(sys.argv[1]))
-print("ELAPSED", time.perf_counter() - t0)
+print("ELAPSED", time.perf_counter() - t0, time.thread_time() - c0)
 '''
 
 CHROOT = "/work/shared/tools/cpython-chroot"
@@ -56,12 +61,31 @@ def run_timed(cmd, cwd):
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
     for line in proc.stdout.splitlines():
         if line.startswith("ELAPSED "):
-            return float(line.split()[1])
+            # (wall seconds, the workload thread's CPU seconds)
+            wall, cpu = line.split()[1:3]
+            return float(wall), float(cpu)
     raise RuntimeError(f"no timing from {' '.join(cmd)}:\n{proc.stdout[-2000:]}")
 
 
-def median_of(cmd, cwd, repeat):
-    return statistics.median(run_timed(cmd, cwd) for _ in range(repeat))
+def interleaved(configs, cwd, repeat):
+    """Runs every command once per round, in turn, for `repeat` rounds: a machine whose
+    speed drifts slows every configuration of a round alike. Returns each command's
+    times, by name."""
+    times = {name: [] for name, _ in configs}
+    for _ in range(repeat):
+        for name, cmd in configs:
+            times[name].append(run_timed(cmd, cwd))
+    return times
+
+
+def paired_slowdown(times, baseline, k=0):
+    """The median over rounds of (time / the baseline's time in the same round) - 1, for
+    the wall time (k=0) or the workload thread's CPU time (k=1)."""
+    return statistics.median(t[k] / b[k] for t, b in zip(times, baseline)) - 1
+
+
+def median_wall(times):
+    return statistics.median(t[0] for t in times)
 
 
 def main():
@@ -94,26 +118,30 @@ def main():
         script = os.path.join(tmp, "workload.py")
         with open(script, "w") as f:
             f.write(WORKLOAD)
-        rows = []
         n = str(args.rounds)
-        baseline = median_of([args.python, script, n], tmp, args.repeat)
-        rows.append((f"none (Python {version})", "-", baseline, None))
+        # (name, command), one round of each in turn; a baseline per interpreter.
+        host = [("none", [args.python, script, n])]
         for rate in rates:
             if "tach" in tools:
                 out = os.path.join(tmp, "t.tach")
-                t = median_of([args.python, "-m", "tach", "run", "-q", "-r", str(rate), "-o", out, script, n],
-                              tmp, args.repeat)
-                rows.append(("tach", rate, t, t / baseline - 1))
+                host.append((f"tach {rate}", [args.python, "-m", "tach", "run", "-q", "-r", str(rate),
+                                              "-o", out, script, n]))
             if "pyspy" in tools:
                 pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(args.python), "py-spy")
                 if os.path.exists(pyspy):
                     out = os.path.join(tmp, "p.txt")
-                    try:
-                        t = median_of([pyspy, "record", "-r", str(rate), "-f", "raw", "-o", out,
-                                       "--", args.python, script, n], tmp, args.repeat)
-                        rows.append(("py-spy", rate, t, t / baseline - 1))
-                    except RuntimeError as e:
-                        print(f"py-spy skipped: {e}", file=sys.stderr)
+                    host.append((f"py-spy {rate}", [pyspy, "record", "-r", str(rate), "-f", "raw", "-o", out,
+                                                   "--", args.python, script, n]))
+                else:
+                    print("py-spy not found: skipped", file=sys.stderr)
+        rows = []
+        times = interleaved(host, tmp, args.repeat)
+        rows.append((f"none (Python {version})", "-", median_wall(times["none"]), None, None))
+        for name, _ in host[1:]:
+            tool, rate = name.rsplit(" ", 1)
+            rows.append((tool, int(rate), median_wall(times[name]),
+                         paired_slowdown(times[name], times["none"]),
+                         paired_slowdown(times[name], times["none"], 1)))
         if "cpython" in tools:
             if sys.version_info >= (3, 15):
                 py315 = [sys.executable]
@@ -124,22 +152,32 @@ def main():
             if py315 is None:
                 print("CPython 3.15 not available: skipped", file=sys.stderr)
             else:
-                b315 = median_of([*py315, script, n], tmp, args.repeat)
-                rows.append(("none (Python 3.15)", "-", b315, None))
-                for rate in rates:
-                    out = os.path.join(tmp, "c.bin")
-                    t = median_of([*py315, "-m", "profiling.sampling", "run", "-r", str(rate), "--binary",
-                                   "-o", out, script, n], tmp, args.repeat)
-                    rows.append(("CPython 3.15 profiling.sampling", rate, t, t / b315 - 1))
+                out = os.path.join(tmp, "c.bin")
+                chroot = [("none", [*py315, script, n])] + [
+                    (f"CPython 3.15 profiling.sampling {rate}",
+                     [*py315, "-m", "profiling.sampling", "run", "-r", str(rate), "--binary", "-o", out, script, n])
+                    for rate in rates
+                ]
+                times = interleaved(chroot, tmp, args.repeat)
+                rows.append(("none (Python 3.15)", "-", median_wall(times["none"]), None, None))
+                for name, _ in chroot[1:]:
+                    tool, rate = name.rsplit(" ", 1)
+                    rows.append((tool, int(rate), median_wall(times[name]),
+                                 paired_slowdown(times[name], times["none"]),
+                                 paired_slowdown(times[name], times["none"], 1)))
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:+.1f}%"
 
     if args.markdown:
-        print("| profiler | rate (Hz) | workload time (s, median) | slowdown |")
-        print("|---|---|---|---|")
-        for name, rate, t, slow in rows:
-            print(f"| {name} | {rate} | {t:.3f} | {'-' if slow is None else f'{100 * slow:+.1f}%'} |")
+        print("| profiler | rate (Hz) | workload wall time (s, median) | wall slowdown | "
+              "workload thread CPU slowdown |")
+        print("|---|---|---|---|---|")
+        for name, rate, t, slow, cpu in rows:
+            print(f"| {name} | {rate} | {t:.3f} | {pct(slow)} | {pct(cpu)} |")
     else:
-        for name, rate, t, slow in rows:
-            print(f"{name:34} {str(rate):>6} {t:8.3f} s  {'' if slow is None else f'{100 * slow:+.1f}%'}")
+        for name, rate, t, slow, cpu in rows:
+            print(f"{name:34} {str(rate):>6} {t:8.3f} s  wall {pct(slow):>7}  cpu {pct(cpu):>7}")
 
 
 if __name__ == "__main__":

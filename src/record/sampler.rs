@@ -153,6 +153,9 @@ pub struct Sampler {
     header_buf: Vec<u8>,
     stack: Vec<u32>,
     proc_stat: HashMap<u64, File>,
+    /// Per thread id: where its innermost frame was at the last sample, the guess that
+    /// picks the pages of the next snapshot (3.11 would need a read to find it).
+    last_frame: HashMap<u64, u64>,
     seen_tids: HashSet<u64>,
     stats: RecordStats,
     /// The first error writing the file; sampling stops when set.
@@ -475,6 +478,7 @@ impl Sampler {
             header_buf: Vec::new(),
             stack: Vec::with_capacity(MAX_STACK_DEPTH),
             proc_stat: HashMap::new(),
+            last_frame: HashMap::new(),
             seen_tids: HashSet::new(),
             stats,
             write_error: None,
@@ -639,9 +643,12 @@ impl Sampler {
         }
         self.small_buf = buf;
         // Forget /proc handles of threads that are gone.
-        if self.proc_stat.len() > self.seen_tids.len() {
-            let seen = &self.seen_tids;
+        let seen = &self.seen_tids;
+        if self.proc_stat.len() > seen.len() {
             self.proc_stat.retain(|tid, _| seen.contains(tid));
+        }
+        if self.last_frame.len() > seen.len() {
+            self.last_frame.retain(|tid, _| seen.contains(tid));
         }
         Ok(ok)
     }
@@ -783,9 +790,10 @@ impl Sampler {
         let gc_on_top = collecting && o.interp_gc_frame.is_none() && has_gil;
         let layout = &self.target.layout;
         let slot = layout.current_frame_slot(tstate, &self.tstate_buf)?;
-        let mut guess = match slot {
-            Some(_) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
-            None => 0,
+        let mut guess = match (slot, self.last_frame.get(&tid)) {
+            (None, _) => 0,
+            (Some(_), Some(&at)) => at,
+            (Some(_), None) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
         };
         // The thread runs on while we read it: a read that does not validate (the
         // innermost frame moved, a frame popped under us, a chain that does not end
@@ -812,6 +820,9 @@ impl Sampler {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if slot.is_some() {
+            self.last_frame.insert(tid, guess);
         }
         let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {
             Some(v) => v,
@@ -863,7 +874,12 @@ impl Sampler {
                     .window
                     .snapshot(&*self.target.mem, slot, *guess, fsize, fields.addrs())
                 {
-                    Snapshot::At(frame, later) => (frame, later),
+                    Snapshot::At(frame, later) => {
+                        if frame != 0 {
+                            *guess = frame;
+                        }
+                        (frame, later)
+                    }
                     Snapshot::Moved(frame) => {
                         if frame == *guess {
                             // The frame straddles the pages read: take more next time.
