@@ -10,7 +10,8 @@ excluded) and the slowdown: the median over rounds of the time divided by the sa
 round's run without a profiler (paired, so that a machine whose speed drifts does not
 bias one configuration). The slowdown is given for the wall time (what the goals are
 about) and for the workload thread's CPU time (`time.thread_time()`), which a shared
-machine's other tenants disturb less.
+machine's other tenants disturb less. For tach, the sampler thread's own CPU time (from
+its summary line) says what the recording costs whichever core it runs on.
 
 Tools:
 - tach: `PY -m tach run -q -r RATE -o FILE workload.py` (the installed extension; build
@@ -23,6 +24,7 @@ Tools:
 """
 
 import argparse
+import re
 import os
 import shutil
 import statistics
@@ -61,9 +63,11 @@ def run_timed(cmd, cwd):
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
     for line in proc.stdout.splitlines():
         if line.startswith("ELAPSED "):
-            # (wall seconds, the workload thread's CPU seconds)
+            # (wall seconds, the workload thread's CPU seconds, tach's sampler thread's
+            # CPU use in % of a CPU from its summary line, if any)
             wall, cpu = line.split()[1:3]
-            return float(wall), float(cpu)
+            m = re.search(r"sampler ([0-9.]+)% of a CPU", proc.stderr)
+            return float(wall), float(cpu), float(m.group(1)) if m else None
     raise RuntimeError(f"no timing from {' '.join(cmd)}:\n{proc.stdout[-2000:]}")
 
 
@@ -86,6 +90,12 @@ def paired_slowdown(times, baseline, k=0):
 
 def median_wall(times):
     return statistics.median(t[0] for t in times)
+
+
+def median_sampler(times):
+    """The median share of a CPU tach's sampler thread used, if it reported one."""
+    shares = [t[2] for t in times if t[2] is not None]
+    return statistics.median(shares) / 100 if shares else None
 
 
 def main():
@@ -124,7 +134,7 @@ def main():
         for rate in rates:
             if "tach" in tools:
                 out = os.path.join(tmp, "t.tach")
-                host.append((f"tach {rate}", [args.python, "-m", "tach", "run", "-q", "-r", str(rate),
+                host.append((f"tach {rate}", [args.python, "-m", "tach", "run", "-r", str(rate),
                                               "-o", out, script, n]))
             if "pyspy" in tools:
                 pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(args.python), "py-spy")
@@ -136,12 +146,13 @@ def main():
                     print("py-spy not found: skipped", file=sys.stderr)
         rows = []
         times = interleaved(host, tmp, args.repeat)
-        rows.append((f"none (Python {version})", "-", median_wall(times["none"]), None, None))
+        rows.append((f"none (Python {version})", "-", median_wall(times["none"]), None, None, None))
         for name, _ in host[1:]:
             tool, rate = name.rsplit(" ", 1)
             rows.append((tool, int(rate), median_wall(times[name]),
                          paired_slowdown(times[name], times["none"]),
-                         paired_slowdown(times[name], times["none"], 1)))
+                         paired_slowdown(times[name], times["none"], 1),
+                         median_sampler(times[name])))
         if "cpython" in tools:
             if sys.version_info >= (3, 15):
                 py315 = [sys.executable]
@@ -159,25 +170,27 @@ def main():
                     for rate in rates
                 ]
                 times = interleaved(chroot, tmp, args.repeat)
-                rows.append(("none (Python 3.15)", "-", median_wall(times["none"]), None, None))
+                rows.append(("none (Python 3.15)", "-", median_wall(times["none"]), None, None, None))
                 for name, _ in chroot[1:]:
                     tool, rate = name.rsplit(" ", 1)
                     rows.append((tool, int(rate), median_wall(times[name]),
                                  paired_slowdown(times[name], times["none"]),
-                                 paired_slowdown(times[name], times["none"], 1)))
+                                 paired_slowdown(times[name], times["none"], 1), None))
 
     def pct(x):
         return "-" if x is None else f"{100 * x:+.1f}%"
 
     if args.markdown:
         print("| profiler | rate (Hz) | workload wall time (s, median) | wall slowdown | "
-              "workload thread CPU slowdown |")
-        print("|---|---|---|---|---|")
-        for name, rate, t, slow, cpu in rows:
-            print(f"| {name} | {rate} | {t:.3f} | {pct(slow)} | {pct(cpu)} |")
+              "workload thread CPU slowdown | sampler thread, share of a CPU |")
+        print("|---|---|---|---|---|---|")
+        for name, rate, t, slow, cpu, sampler in rows:
+            share = "-" if sampler is None else f"{100 * sampler:.1f}%"
+            print(f"| {name} | {rate} | {t:.3f} | {pct(slow)} | {pct(cpu)} | {share} |")
     else:
-        for name, rate, t, slow, cpu in rows:
-            print(f"{name:34} {str(rate):>6} {t:8.3f} s  wall {pct(slow):>7}  cpu {pct(cpu):>7}")
+        for name, rate, t, slow, cpu, sampler in rows:
+            share = "" if sampler is None else f"  sampler {100 * sampler:.1f}% of a CPU"
+            print(f"{name:34} {str(rate):>6} {t:8.3f} s  wall {pct(slow):>7}  cpu {pct(cpu):>7}{share}")
 
 
 if __name__ == "__main__":

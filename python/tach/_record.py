@@ -31,12 +31,16 @@ def _format_size(n):
 
 
 def summary_line(stats):
-    """One line: samples, achieved rate, dropped samples, file size, path."""
+    """One line: samples, achieved rate, dropped samples, the sampler's CPU use, file
+    size, path."""
+    duration = stats["duration_sec"]
+    cpu = 100 * stats.get("sampler_cpu_sec", 0.0) / duration if duration > 0 else 0.0
     return (
-        f"tach: {stats['samples']:,} samples in {stats['duration_sec']:.2f} s "
+        f"tach: {stats['samples']:,} samples in {duration:.2f} s "
         f"({stats['sample_rate']:.1f} Hz achieved), "
         f"{stats['dropped']:,} dropped ({stats['error_rate']:.2f}% ticks with errors, "
         f"{stats['missed_samples']:.2f}% missed), "
+        f"sampler {cpu:.1f}% of a CPU, "
         f"{_format_size(stats['file_size'])} written to {stats['path']}"
     )
 

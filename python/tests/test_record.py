@@ -103,6 +103,7 @@ def test_cpu_recursion_stacks_lines_and_header(tmp_path):
     proc, data = run_recorded(tmp_path, script)
     check_header(data)
     assert "samples" in proc.stderr and "Hz achieved" in proc.stderr and "out.tach" in proc.stderr
+    assert "% of a CPU" in proc.stderr
     st = stacks(data)
     assert len(st) > 1000
     # Tight recursion calls and returns every few tens of nanoseconds: the reads that
@@ -646,6 +647,8 @@ def test_stop_start_cycles_and_api(tmp_path):
             spin(0.05)
             st = tach.stop()
             assert st["error"] is None, st
+            # the sampler thread's own CPU time: more than nothing, less than the cycle
+            assert 0 < st["sampler_cpu_sec"] < st["duration_sec"] + 0.01, st
             total += st["samples"]
         # (a loaded machine may starve one short cycle's sampler, not all of them)
         assert total > 200, total

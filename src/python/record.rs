@@ -147,6 +147,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &RecordStats) -> PyResult<Bound<'py, PyDi
     d.set_item("file_size", s.file_size)?;
     d.set_item("code_objects", s.code_objects)?;
     d.set_item("reused_addresses", s.reused_addresses)?;
+    d.set_item("sampler_cpu_sec", s.sampler_cpu_sec)?;
     d.set_item("error", s.error.clone())?;
     Ok(d)
 }

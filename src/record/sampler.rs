@@ -122,6 +122,9 @@ pub struct RecordStats {
     pub file_size: u64,
     pub code_objects: u64,
     pub reused_addresses: u64,
+    /// CPU time the sampling thread used, in seconds (what the recording cost the
+    /// machine, whichever core it ran on).
+    pub sampler_cpu_sec: f64,
     /// Set when the file could not be written or the sampler failed.
     pub error: Option<String>,
 }
@@ -444,6 +447,17 @@ pub fn monotonic_us() -> u64 {
     // SAFETY: ts is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+/// CPU time of the calling thread, in seconds.
+fn thread_cpu_sec() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 impl Sampler {
@@ -1284,6 +1298,7 @@ impl Sampler {
         };
         s.code_objects = self.cache.resolved;
         s.reused_addresses = self.cache.reused;
+        s.sampler_cpu_sec = thread_cpu_sec();
         self.writer.set_stats(Stats::new(
             s.duration_sec,
             s.sample_rate,
