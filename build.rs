@@ -22,6 +22,13 @@ fn main() {
     println!("cargo:rerun-if-env-changed=TACH_PYTHON_INCLUDE_AFTER");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo::rustc-check-cfg=cfg(tach_layout)");
+    // The `tach` binary links polars. As a position-independent executable it carries
+    // ~150,000 relative relocations that the loader applies at every start (measured:
+    // 2-3 ms, more than a small export's own work). Linked at a fixed address, none are
+    // left (the library code is still position independent, which such a link allows).
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        println!("cargo:rustc-link-arg-bins=-no-pie");
+    }
     #[cfg(feature = "python")]
     if env::var_os("CARGO_FEATURE_PYTHON").is_some() {
         build_layout();
