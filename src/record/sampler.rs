@@ -214,8 +214,11 @@ struct Window {
     scratch: Vec<u8>,
     ranges: Vec<(u64, usize)>,
     pages: u64,
-    /// The fields a snapshot read after the stack.
+    /// The fields a snapshot read with the stack.
     fields: Vec<Option<u64>>,
+    /// The last snapshot stopped at a page it could not read (the bottom of a mapping):
+    /// asking for more pages would not help.
+    truncated: bool,
 }
 
 /// 8-byte fields a snapshot reads after the stack, at most.
@@ -232,6 +235,7 @@ impl Default for Window {
             // its fields.
             scratch: vec![0; max + 16 + 8 * MAX_SNAPSHOT_FIELDS],
             fields: Vec::with_capacity(MAX_SNAPSHOT_FIELDS),
+            truncated: false,
             ranges: Vec::with_capacity(WINDOW_MAX_PAGES as usize),
             pages: 0,
         }
@@ -284,14 +288,15 @@ impl Window {
         self.base = top - n as u64 * PAGE;
     }
 
-    /// Reads, in one system call, the innermost-frame pointer at `slot` and then the
-    /// pages that hold the frame at `guess` and those below it. When the pointer lands
-    /// in those pages, the innermost frames were copied right after it was read (the
-    /// kernel copies the ranges in order), not a system call or two later: far fewer
-    /// callees already gone and callers already past their call.
-    ///
-    /// `fields` are 8-byte fields read last, into `self.fields` (`None` if unread): the
-    /// thread's status, read with its stack rather than before it.
+    /// Reads, in one system call: the innermost-frame pointer at `slot`, the page that
+    /// holds the frame at `guess`, the 8-byte `fields` (the thread's status, into
+    /// `self.fields`, `None` if unread), the pages below, and the pointer again. When
+    /// the pointer lands in the pages, the innermost frames were copied right after it
+    /// was read (the kernel copies the ranges in order), not a system call or two
+    /// later, and the status belongs to the same moment: far fewer callees already gone
+    /// and callers already past their call. The fields come right after the top page so
+    /// that a lower page that cannot be read (the bottom of the data stack's mapping)
+    /// stops the read after them, not before.
     fn snapshot(
         &mut self,
         mem: &dyn MemoryReader,
@@ -303,62 +308,81 @@ impl Window {
         self.len = 0;
         self.pages = self.pages.clamp(WINDOW_MIN_PAGES, WINDOW_MAX_PAGES);
         let page = PAGE as usize;
+        let fields = &fields[..fields.len().min(MAX_SNAPSHOT_FIELDS)];
         let top = guess
             .checked_add(fsize as u64 + PAGE - 1)
             .map_or(0, |end| end & !(PAGE - 1));
+        let mut pages_asked = 0;
         self.ranges.clear();
         self.ranges.push((slot, 8));
         if top >= 2 * PAGE {
-            for k in 0..self.pages {
+            self.ranges.push((top - PAGE, page));
+            pages_asked = 1;
+        }
+        self.ranges.extend(fields.iter().map(|&f| (f, 8)));
+        if pages_asked == 1 {
+            for k in 1..self.pages {
                 match (top - PAGE).checked_sub(k * PAGE) {
                     Some(p) if p > 0 => self.ranges.push((p, page)),
                     _ => break,
                 }
+                pages_asked += 1;
             }
         }
-        let asked_pages = self.ranges.len() - 1;
         self.ranges.push((slot, 8));
-        let fields_from = self.ranges.len();
-        for &f in fields.iter().take(MAX_SNAPSHOT_FIELDS) {
-            self.ranges.push((f, 8));
-        }
         let n = mem.read_many(&self.ranges, &mut self.scratch);
+        // Walk the ranges in order: those before the n-th were read in full.
+        let (mut at, mut i) = (0usize, 0usize);
+        let mut next = |len: usize| {
+            let read = i < n;
+            let range = at..at + len;
+            at += len;
+            i += 1;
+            read.then_some(range)
+        };
+        let first = next(8);
+        let top_page = (pages_asked > 0).then(|| next(page)).flatten();
         self.fields.clear();
-        let fields_at = 16 + asked_pages * page;
-        for k in 0..self.ranges.len() - fields_from {
-            let value = (fields_from + k < n)
-                .then(|| field_u64(&self.scratch, (fields_at + 8 * k) as u64))
-                .flatten();
+        for _ in fields {
+            let value = next(8).and_then(|r| field_u64(&self.scratch[r], 0));
             self.fields.push(value);
         }
-        if n == 0 {
-            return Snapshot::Unreadable;
+        // Where the pages read are, top first. The kernel stops at the first range it
+        // cannot read, so they are the top page and those just below it.
+        let mut page_at = [0usize; WINDOW_MAX_PAGES as usize];
+        let mut pages = 0;
+        if let Some(r) = top_page {
+            page_at[0] = r.start;
+            pages = 1;
         }
-        let pointer = field_u64(&self.scratch, 0).unwrap_or(0);
+        for _ in 1..pages_asked {
+            if let Some(r) = next(page) {
+                page_at[pages] = r.start;
+                pages += 1;
+            }
+        }
+        let again = next(8).and_then(|r| field_u64(&self.scratch[r], 0));
+        let Some(first) = first else {
+            return Snapshot::Unreadable;
+        };
+        let pointer = field_u64(&self.scratch[first], 0).unwrap_or(0);
         if pointer == 0 {
             return Snapshot::At(0, None);
         }
-        // The pointer again, after the pages (unless the read stopped at a page).
-        let (pages, later) = if n >= fields_from {
-            let later = field_u64(&self.scratch, (8 + asked_pages * page) as u64);
-            (asked_pages, later.filter(|&p| p != pointer))
-        } else {
-            (n - 1, None)
-        };
-        // The pages, top first after the pointer: reassemble them in address order.
-        for k in 0..pages {
-            let src = 8 + k * page;
+        // Reassemble the pages in address order.
+        for (k, &src) in page_at[..pages].iter().enumerate() {
             let dst = (pages - 1 - k) * page;
             self.buf[dst..dst + page].copy_from_slice(&self.scratch[src..src + page]);
         }
         self.len = pages * page;
         self.base = top - pages as u64 * PAGE;
+        self.truncated = pages < pages_asked;
         if self.get(pointer, fsize).is_none() {
             // No page at the guess (the first read of a thread), or the stack moved
             // out of it.
             return Snapshot::Moved(pointer);
         }
-        Snapshot::At(pointer, later)
+        Snapshot::At(pointer, again.filter(|&p| p != pointer))
     }
 }
 
@@ -997,7 +1021,12 @@ impl Sampler {
                     let near = self.window.len > 0
                         && frame < self.window.base
                         && below <= WINDOW_MAX_PAGES * PAGE;
-                    if near && may_retry && !reloaded && self.stack_pages < WINDOW_MAX_PAGES {
+                    if near
+                        && may_retry
+                        && !reloaded
+                        && !self.window.truncated
+                        && self.stack_pages < WINDOW_MAX_PAGES
+                    {
                         // Read later, those frames could be from another moment: take a
                         // snapshot deep enough instead.
                         self.stack_pages = ((top - frame).div_ceil(PAGE) + 1).min(WINDOW_MAX_PAGES);
@@ -1745,6 +1774,30 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_snapshot_reads_its_fields_even_when_a_lower_page_is_unmapped() {
+        // The data stack's mapping starts at `stack`; the pages below are unmapped.
+        let (stack, ts) = (0x20_0000u64, 0x10_0000u64);
+        let mut m = FakeMemory::new();
+        m.map(stack, vec![0; 2 * PAGE as usize]);
+        m.map(ts, vec![0; 256]);
+        let frame = stack + PAGE + 128;
+        m.put_u64(ts + 24, frame);
+        m.put_u64(ts + 40, 7);
+        m.put_u64(ts + 48, 9);
+        let mut w = Window::default();
+        w.pages = 4;
+        let got = w.snapshot(&m, ts + 24, frame, 64, &[ts + 40, ts + 48]);
+        assert_eq!(got, Snapshot::At(frame, None));
+        assert_eq!(w.fields, [Some(7), Some(9)]);
+        // The two mapped pages were read, in address order; the read stopped below.
+        assert_eq!((w.base, w.len, w.truncated), (stack, 2 * PAGE as usize, true));
+        assert!(w.get(frame, 64).is_some());
+        // A guess in another page: the pointer is reported where it is.
+        let got = w.snapshot(&m, ts + 24, stack + 8, 64, &[]);
+        assert_eq!(got, Snapshot::Moved(frame));
     }
 
     #[test]
