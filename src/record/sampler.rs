@@ -190,6 +190,9 @@ pub struct Sampler {
 /// in part: the check for a return instruction is skipped past it).
 const MAX_BYTECODE_UNITS: u64 = 4096;
 
+/// `_PyInterpreterFrame.owner` of a generator's or coroutine's frame (3.11 to 3.15).
+const FRAME_OWNED_BY_GENERATOR: u8 = 1;
+
 /// Reads of one thread's stack before its sample is dropped.
 const READ_ATTEMPTS: u32 = 4;
 
@@ -1068,6 +1071,13 @@ impl Sampler {
                         }
                         return Err(ReadError::Invalid("frame without code"));
                     }
+                    if owner == FRAME_OWNED_BY_GENERATOR && prev == 0 {
+                        // A generator or coroutine frame links to the frame that resumed
+                        // it only while it runs: it yielded while the snapshot was taken.
+                        return Err(ReadError::Invalid(
+                            "a suspended generator frame in the chain",
+                        ));
+                    }
                     if callee_python {
                         if let Some(off) = o.frame_stacktop {
                             // 3.13: a frame the eval loop runs has stacktop -1, one that
@@ -1233,7 +1243,7 @@ impl Sampler {
                 // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
                 // it from tracebacks too); generator frames are always complete.
                 let first = entry.first_traceable.unwrap_or(0) as i64;
-                if f.owner != 1 && index < first {
+                if f.owner != FRAME_OWNED_BY_GENERATOR && index < first {
                     continue;
                 }
             }
@@ -1685,6 +1695,16 @@ mod tests {
         o: Offsets,
         ticks: u64,
     ) -> (RecordStats, Vec<Vec<String>>) {
+        record_chain_owned(frames, 0, o, ticks)
+    }
+
+    /// As `record_chain`, with `owner` as the innermost frame's owner.
+    fn record_chain_owned(
+        frames: &[(Option<u64>, u64, i32)],
+        owner: u8,
+        o: Offsets,
+        ticks: u64,
+    ) -> (RecordStats, Vec<Vec<String>>) {
         const SIZE: usize = 1 << 14;
         let (ra, rb, rc, rd) = (0x10_0000u64, 0x20_0000u64, 0x30_0000u64, 0x40_0000u64);
         let types = Types {
@@ -1737,6 +1757,9 @@ mod tests {
             m.put_u64(f + 8, code);
             m.put_u64(f + 16, code + 64 + 2 * instr);
             m.put(f + 28, &stacktop.to_ne_bytes());
+            if j == 0 {
+                m.put(f + 24, &[owner]);
+            }
         }
         m.put_u64(ts + 24, at(0));
         let target = Target {
@@ -1787,13 +1810,18 @@ mod tests {
         m.put_u64(ts + 24, frame);
         m.put_u64(ts + 40, 7);
         m.put_u64(ts + 48, 9);
-        let mut w = Window::default();
-        w.pages = 4;
+        let mut w = Window {
+            pages: 4,
+            ..Window::default()
+        };
         let got = w.snapshot(&m, ts + 24, frame, 64, &[ts + 40, ts + 48]);
         assert_eq!(got, Snapshot::At(frame, None));
         assert_eq!(w.fields, [Some(7), Some(9)]);
         // The two mapped pages were read, in address order; the read stopped below.
-        assert_eq!((w.base, w.len, w.truncated), (stack, 2 * PAGE as usize, true));
+        assert_eq!(
+            (w.base, w.len, w.truncated),
+            (stack, 2 * PAGE as usize, true)
+        );
         assert!(w.get(frame, 64).is_some());
         // A guess in another page: the pointer is reported where it is.
         let got = w.snapshot(&m, ts + 24, stack + 8, 64, &[]);
@@ -1869,6 +1897,19 @@ mod tests {
         };
         let (_, stacks) = record_chain(&chain, o, 2);
         assert_eq!(stacks[1], names(&["func0", "func1"]));
+    }
+
+    #[test]
+    fn a_suspended_generator_frame_drops_the_sample() {
+        // A coroutine frame with no caller: it yielded while the snapshot was taken.
+        let chain = [(Some(0), 2, -1)];
+        let (stats, _) = record_chain_owned(&chain, FRAME_OWNED_BY_GENERATOR, offsets(), 2);
+        assert_eq!((stats.samples, stats.dropped), (0, 2));
+        // Running, it links to the frame that resumed it.
+        let chain = [(Some(0), 2, -1), (Some(1), 3, 4)];
+        let (stats, stacks) = record_chain_owned(&chain, FRAME_OWNED_BY_GENERATOR, offsets(), 2);
+        assert_eq!((stats.samples, stats.dropped), (2, 0));
+        assert_eq!(stacks[0], names(&["func0", "func1"]));
     }
 
     #[test]
