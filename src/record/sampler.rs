@@ -1553,6 +1553,53 @@ mod tests {
         }
     }
 
+    /// Bytes in each region of `fake_interpreter`.
+    const SIZE: usize = 1 << 14;
+
+    /// Regions of a fake interpreter (runtime, frames, code objects, strings), with
+    /// the runtime's interpreter pointer, a filename, and four code objects `func0` to
+    /// `func3` of 8 code units (unit 5: a return instruction, 0x53) with a location
+    /// table. Returns the memory, the type pointers and the regions' addresses.
+    fn fake_interpreter() -> (FakeMemory, Types, [u64; 4]) {
+        let (ra, rb, rc, rd) = (0x10_0000u64, 0x20_0000u64, 0x30_0000u64, 0x40_0000u64);
+        let types = Types {
+            code: 0x50_0008,
+            unicode: 0x50_0010,
+            bytes: 0x50_0018,
+            none: 0x50_0020,
+        };
+        let mut m = FakeMemory::new();
+        for r in [ra, rb, rc, rd] {
+            m.map(r, vec![0; SIZE]);
+        }
+        m.put_u64(ra + 8, ra + 0x100);
+        let put_str = |m: &mut FakeMemory, at: u64, text: &[u8]| {
+            m.put_u64(at + 8, types.unicode);
+            m.put_u64(at + 16, text.len() as u64);
+            m.put(at + 32, &((1u32 << 2) | (1 << 5) | (1 << 6)).to_ne_bytes());
+            m.put(at + 40, text);
+        };
+        put_str(&mut m, rd, b"file.py");
+        m.put_u64(rd + 0x800 + 8, types.bytes);
+        m.put_u64(rd + 0x800 + 16, 2);
+        m.put(rd + 0x800 + 32, &[0x80 | (13 << 3) | 7, 2]);
+        for c in 0..4u64 {
+            put_str(&mut m, rd + 0x100 * (c + 1), format!("func{c}").as_bytes());
+            let code = rc + 0x200 * c;
+            m.put_u64(code + 8, types.code);
+            m.put_u64(code + 16, 8);
+            m.put_u64(code + 24, rd);
+            m.put_u64(code + 32, rd + 0x100 * (c + 1));
+            m.put_u64(code + 40, rd + 0x800);
+            m.put(code + 48, &1i32.to_ne_bytes());
+            for unit in 0..8u64 {
+                let op: u8 = if unit == 5 { 0x53 } else { 0x01 };
+                m.put(code + 64 + 2 * unit, &[op, 0]);
+            }
+        }
+        (m, types, [ra, rb, rc, rd])
+    }
+
     /// A well-formed interpreter image (runtime, interpreter, 4 threads, frame chains,
     /// code objects, strings), then the same image with more and more words replaced
     /// by random values: whatever the sampler reads, it must neither panic nor loop,
@@ -1566,50 +1613,11 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        const SIZE: usize = 1 << 14;
-        let (ra, rb, rc, rd) = (0x10_0000u64, 0x20_0000u64, 0x30_0000u64, 0x40_0000u64);
-        let types = Types {
-            code: 0x50_0008,
-            unicode: 0x50_0010,
-            bytes: 0x50_0018,
-            none: 0x50_0020,
-        };
-        let mut image = FakeMemory::new();
-        for r in [ra, rb, rc, rd] {
-            image.map(r, vec![0; SIZE]);
-        }
+        let (mut image, types, [ra, rb, rc, rd]) = fake_interpreter();
         let interp = ra + 0x100;
-        image.put_u64(ra + 8, interp);
         image.put_u64(ra + 32, 1); // GIL locked, by thread 0
         image.put_u64(ra + 40, ra + 0x200);
         image.put_u64(interp + 16, ra + 0x200);
-        // strings and location table
-        let put_str = |m: &mut FakeMemory, at: u64, text: &[u8]| {
-            m.put_u64(at + 8, types.unicode);
-            m.put_u64(at + 16, text.len() as u64);
-            m.put(at + 32, &((1u32 << 2) | (1 << 5) | (1 << 6)).to_ne_bytes());
-            m.put(at + 40, text);
-        };
-        put_str(&mut image, rd, b"file.py");
-        for c in 0..4u64 {
-            put_str(
-                &mut image,
-                rd + 0x100 * (c + 1),
-                format!("func{c}").as_bytes(),
-            );
-        }
-        image.put_u64(rd + 0x800 + 8, types.bytes);
-        image.put_u64(rd + 0x800 + 16, 2);
-        image.put(rd + 0x800 + 32, &[0x80 | (13 << 3) | 7, 2]);
-        for c in 0..4u64 {
-            let code = rc + 0x200 * c;
-            image.put_u64(code + 8, types.code);
-            image.put_u64(code + 16, 8);
-            image.put_u64(code + 24, rd);
-            image.put_u64(code + 32, rd + 0x100 * (c + 1));
-            image.put_u64(code + 40, rd + 0x800);
-            image.put(code + 48, &1i32.to_ne_bytes());
-        }
         for t in 0..4u64 {
             let ts = ra + 0x200 + 0x100 * t;
             let next = if t < 3 { ts + 0x100 } else { 0 };
@@ -1705,48 +1713,12 @@ mod tests {
         o: Offsets,
         ticks: u64,
     ) -> (RecordStats, Vec<Vec<String>>) {
-        const SIZE: usize = 1 << 14;
-        let (ra, rb, rc, rd) = (0x10_0000u64, 0x20_0000u64, 0x30_0000u64, 0x40_0000u64);
-        let types = Types {
-            code: 0x50_0008,
-            unicode: 0x50_0010,
-            bytes: 0x50_0018,
-            none: 0x50_0020,
-        };
-        let mut m = FakeMemory::new();
-        for r in [ra, rb, rc, rd] {
-            m.map(r, vec![0; SIZE]);
-        }
+        let (mut m, types, [ra, rb, rc, _]) = fake_interpreter();
         let interp = ra + 0x100;
         let ts = ra + 0x200;
-        m.put_u64(ra + 8, interp);
         m.put_u64(interp + 16, ts);
         m.put_u64(ts + 16, interp);
         m.put_u64(ts + 32, 100);
-        let put_str = |m: &mut FakeMemory, at: u64, text: &[u8]| {
-            m.put_u64(at + 8, types.unicode);
-            m.put_u64(at + 16, text.len() as u64);
-            m.put(at + 32, &((1u32 << 2) | (1 << 5) | (1 << 6)).to_ne_bytes());
-            m.put(at + 40, text);
-        };
-        put_str(&mut m, rd, b"file.py");
-        m.put_u64(rd + 0x800 + 8, types.bytes);
-        m.put_u64(rd + 0x800 + 16, 2);
-        m.put(rd + 0x800 + 32, &[0x80 | (13 << 3) | 7, 2]);
-        for c in 0..4u64 {
-            put_str(&mut m, rd + 0x100 * (c + 1), format!("func{c}").as_bytes());
-            let code = rc + 0x200 * c;
-            m.put_u64(code + 8, types.code);
-            m.put_u64(code + 16, 8);
-            m.put_u64(code + 24, rd);
-            m.put_u64(code + 32, rd + 0x100 * (c + 1));
-            m.put_u64(code + 40, rd + 0x800);
-            m.put(code + 48, &1i32.to_ne_bytes());
-            for unit in 0..8u64 {
-                let op: u8 = if unit == 5 { 0x53 } else { 0x01 };
-                m.put(code + 64 + 2 * unit, &[op, 0]);
-            }
-        }
         // Callers just below their callees, as in a data stack.
         let n = frames.len() as u64;
         let at = |j: u64| rb + 0x1000 + 64 * (n - 1 - j);
