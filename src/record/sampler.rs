@@ -281,14 +281,24 @@ impl Window {
             }
         }
         let n = mem.read_many(&self.ranges, &mut self.scratch);
-        // Reassemble the pages read (top first) in address order.
-        let page = PAGE as usize;
-        for k in 0..n {
-            let dst = (n - 1 - k) * page;
-            self.buf[dst..dst + page].copy_from_slice(&self.scratch[k * page..(k + 1) * page]);
+        let mut page_at = [0usize; WINDOW_MAX_PAGES as usize];
+        for (k, at) in page_at[..n].iter_mut().enumerate() {
+            *at = k * PAGE as usize;
         }
-        self.len = n * page;
-        self.base = top - n as u64 * PAGE;
+        self.assemble(top, &page_at[..n]);
+    }
+
+    /// Copies pages read top first (at `page_at` in `scratch`; the first one ends at
+    /// `top`) into `buf` in address order.
+    fn assemble(&mut self, top: u64, page_at: &[usize]) {
+        let page = PAGE as usize;
+        let pages = page_at.len();
+        for (k, &src) in page_at.iter().enumerate() {
+            let dst = (pages - 1 - k) * page;
+            self.buf[dst..dst + page].copy_from_slice(&self.scratch[src..src + page]);
+        }
+        self.len = pages * page;
+        self.base = top - pages as u64 * PAGE;
     }
 
     /// Reads, in one system call: the innermost-frame pointer at `slot`, the page that
@@ -372,13 +382,7 @@ impl Window {
         if pointer == 0 {
             return Snapshot::At(0, None);
         }
-        // Reassemble the pages in address order.
-        for (k, &src) in page_at[..pages].iter().enumerate() {
-            let dst = (pages - 1 - k) * page;
-            self.buf[dst..dst + page].copy_from_slice(&self.scratch[src..src + page]);
-        }
-        self.len = pages * page;
-        self.base = top - pages as u64 * PAGE;
+        self.assemble(top, &page_at[..pages]);
         self.truncated = pages < pages_asked;
         if self.get(pointer, fsize).is_none() {
             // No page at the guess (the first read of a thread), or the stack moved
@@ -467,24 +471,24 @@ fn gil_fields(o: &Offsets, bytes: &[u8], lo: u64) -> (bool, u64) {
 
 /// Monotonic clock in microseconds (CPython's `time.perf_counter` on Linux).
 pub fn monotonic_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = clock_now(libc::CLOCK_MONOTONIC);
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 /// CPU time of the calling thread, in seconds.
 fn thread_cpu_sec() -> f64 {
+    let ts = clock_now(libc::CLOCK_THREAD_CPUTIME_ID);
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+fn clock_now(clock: libc::clockid_t) -> libc::timespec {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: ts is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts
 }
 
 impl Sampler {
