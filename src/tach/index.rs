@@ -3,6 +3,8 @@
 //! (collapsed, pstats, flamegraph) read this instead of every sample, and its memory
 //! grows with unique stacks and runs, not with samples.
 
+use std::hash::Hasher;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use super::error::Result;
@@ -11,29 +13,65 @@ use super::reader::TachFile;
 use super::records::RecordMix;
 
 /// Unique stacks (frame indices, innermost first), deduplicated across threads.
-#[derive(Debug, Default, Clone)]
+///
+/// The lookup table holds only stack ids: a stack's frames are stored once, in
+/// `frames`, and hashed a word (two frames) at a time.
+#[derive(Default, Clone)]
 pub struct StackTable {
     frames: Vec<u32>,
     spans: Vec<(u32, u32)>,
-    lookup: HashMap<Box<[u32]>, u32>,
+    lookup: hashbrown::HashTable<u32>,
+}
+
+impl std::fmt::Debug for StackTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackTable")
+            .field("stacks", &self.spans.len())
+            .field("frames", &self.frames.len())
+            .finish()
+    }
+}
+
+fn stack_hash(stack: &[u32]) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    let mut pairs = stack.chunks_exact(2);
+    for p in &mut pairs {
+        h.write_u64(p[0] as u64 | (p[1] as u64) << 32);
+    }
+    for &f in pairs.remainder() {
+        h.write_u32(f);
+    }
+    h.write_usize(stack.len());
+    h.finish()
+}
+
+fn span_of<'a>(frames: &'a [u32], spans: &[(u32, u32)], id: u32) -> &'a [u32] {
+    let (start, len) = spans[id as usize];
+    &frames[start as usize..(start + len) as usize]
 }
 
 impl StackTable {
     pub fn intern(&mut self, stack: &[u32]) -> u32 {
-        if let Some(&id) = self.lookup.get(stack) {
+        let hash = stack_hash(stack);
+        let (frames, spans) = (&self.frames, &self.spans);
+        if let Some(&id) = self
+            .lookup
+            .find(hash, |&id| span_of(frames, spans, id) == stack)
+        {
             return id;
         }
         let id = self.spans.len() as u32;
         self.spans
             .push((self.frames.len() as u32, stack.len() as u32));
         self.frames.extend_from_slice(stack);
-        self.lookup.insert(stack.into(), id);
+        let (frames, spans) = (&self.frames, &self.spans);
+        self.lookup
+            .insert_unique(hash, id, |&id| stack_hash(span_of(frames, spans, id)));
         id
     }
     /// The stack with this id, innermost first.
     pub fn get(&self, id: u32) -> &[u32] {
-        let (start, len) = self.spans[id as usize];
-        &self.frames[start as usize..(start + len) as usize]
+        span_of(&self.frames, &self.spans, id)
     }
     pub fn len(&self) -> usize {
         self.spans.len()

@@ -335,7 +335,7 @@ pub enum AnySource<'a> {
 }
 
 impl ByteSource for AnySource<'_> {
-    #[inline]
+    #[inline(always)]
     fn window(&self) -> &[u8] {
         match self {
             AnySource::Slice(s) => s.window(),
@@ -370,20 +370,29 @@ impl<'a> SampleStream<'a> {
     /// The next sample, `Ok(None)` at the end.
     #[inline]
     pub fn next_sample(&mut self) -> Result<Option<Sample<'_>>> {
-        if let Some(e) = self.init_error.take() {
-            return Err(TachError::format(
-                self.path,
-                Located {
-                    offset: 0,
-                    region: Region::DecompressedSamples,
-                    error: e,
-                },
-            ));
+        if self.init_error.is_some() {
+            if let Some(e) = self.take_init_error() {
+                return Err(e);
+            }
         }
         let path = self.path;
         self.decoder
             .next_sample()
             .map_err(|at| TachError::format(path, at))
+    }
+
+    /// The zstd stream could not be started: reported once, at offset 0.
+    #[cold]
+    fn take_init_error(&mut self) -> Option<TachError> {
+        let error = self.init_error.take()?;
+        Some(TachError::format(
+            self.path,
+            Located {
+                offset: 0,
+                region: Region::DecompressedSamples,
+                error,
+            },
+        ))
     }
 
     pub fn mix(&self) -> &RecordMix {

@@ -151,6 +151,11 @@ pub struct SampleDecoder<'a, S: ByteSource> {
     finished: bool,
     /// Reused buffer for frames read by SUFFIX and POP_PUSH records.
     scratch: Vec<u32>,
+    /// The same for the unchecked path: a fixed array needs no resizing per record.
+    fresh: Box<[u32; MAX_STACK_DEPTH]>,
+    /// No frame names an out-of-range string (the usual case): a frame index needs
+    /// only its range check.
+    strings_valid: bool,
 }
 
 /// Settings of a decoder taken from the header.
@@ -166,6 +171,7 @@ pub struct DecoderSetup<'a> {
 
 impl<'a, S: ByteSource> SampleDecoder<'a, S> {
     pub fn new(src: S, setup: DecoderSetup<'a>) -> Self {
+        let strings_valid = setup.frames.bad_string.iter().all(Option::is_none);
         SampleDecoder {
             src,
             pos: 0,
@@ -188,6 +194,8 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             mix: RecordMix::default(),
             finished: false,
             scratch: Vec::with_capacity(MAX_STACK_DEPTH),
+            fresh: Box::new([0; MAX_STACK_DEPTH]),
+            strings_valid,
         }
     }
 
@@ -300,6 +308,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         Ok(b)
     }
 
+    #[inline(always)]
     fn thread_slot(
         &mut self,
         thread_id: u64,
@@ -311,6 +320,15 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 return Ok(slot);
             }
         }
+        self.thread_slot_lookup(thread_id, interpreter_id, at)
+    }
+
+    fn thread_slot_lookup(
+        &mut self,
+        thread_id: u64,
+        interpreter_id: u32,
+        at: usize,
+    ) -> Result<u32, Located> {
         let slot = match self.thread_index.get(&(thread_id, interpreter_id)) {
             Some(&slot) => slot,
             None => {
@@ -379,25 +397,19 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
     }
 
     /// [`Self::read_frames`] when the window surely holds all `count` varints: returns
-    /// the position after them, or None (nothing is reported) on any defect or when the
-    /// window may be short.
-    #[inline]
+    /// the position after them, or None (nothing is reported, and `out` may hold partial
+    /// frames for the caller to drop) on any defect or when the window may be short.
+    #[inline(always)]
     fn read_frames_in_window(&self, out: &mut Vec<u32>, count: u32) -> Option<usize> {
-        let window = self.src.window();
-        let mut pos = self.pos;
-        if window.len() - pos < count as usize * MAX_VARINT_LEN {
-            return None;
-        }
-        out.reserve(count as usize);
-        for _ in 0..count {
-            let (idx, n) = varint::decode_u32(&window[pos..]).ok()?;
-            if idx >= self.frames.frame_count || self.frames.bad_string[idx as usize].is_some() {
-                return None;
-            }
-            out.push(idx);
-            pos += n;
-        }
-        Some(pos)
+        let start = out.len();
+        out.resize(start + count as usize, 0);
+        frames_in_window(
+            self.src.window(),
+            self.pos,
+            &self.frames,
+            self.strings_valid,
+            &mut out[start..],
+        )
     }
 
     /// Decodes the next sample; `Ok(None)` at the end of a valid region.
@@ -408,6 +420,12 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         loop {
             if self.finished {
                 return Ok(None);
+            }
+            match self.record_in_window() {
+                Some(InWindow::Change(change)) => return Ok(Some(self.commit_change(change))),
+                Some(InWindow::Repeat) => return self.next_repeat_entry().map(Some),
+                Some(InWindow::EmptyRepeat) => continue,
+                None => {}
             }
             let record_at = self.pos;
             let avail = self.ensure(RECORD_HEADER_SIZE)?;
@@ -461,9 +479,18 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         }
     }
 
+    #[inline(always)]
     fn next_repeat_entry(&mut self) -> Result<Sample<'_>, Located> {
-        let delta = self.varint_u64("a REPEAT timestamp delta")?;
-        let status = self.status_byte("sample data in a REPEAT record")?;
+        let (delta, status) = match self.repeat_entry_in_window() {
+            Some((delta, status, end)) => {
+                self.pos = end;
+                (delta, status)
+            }
+            None => (
+                self.varint_u64("a REPEAT timestamp delta")?,
+                self.status_byte("sample data in a REPEAT record")?,
+            ),
+        };
         self.repeat_left -= 1;
         let slot = self.repeat_thread;
         let first = std::mem::replace(&mut self.repeat_first, false);
@@ -492,25 +519,172 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         // Work on the thread's stack outside `self` so frame reads can borrow `self`.
         let mut stack = std::mem::take(&mut self.threads[slot as usize].stack);
         let result = self.rebuild_stack(&mut stack, kind);
-        let t = &mut self.threads[slot as usize];
-        t.stack = stack;
+        self.threads[slot as usize].stack = stack;
         let written = result?;
-        t.prev_timestamp = t.prev_timestamp.wrapping_add(delta);
+        Ok(self.commit_change(Change {
+            slot,
+            kind,
+            delta,
+            status,
+            written,
+        }))
+    }
+
+    /// Counts a FULL / SUFFIX / POP_PUSH sample whose stack is already rebuilt.
+    #[inline(always)]
+    fn commit_change(&mut self, c: Change) -> Sample<'_> {
+        let t = &mut self.threads[c.slot as usize];
+        t.prev_timestamp = t.prev_timestamp.wrapping_add(c.delta);
         t.seen_sample = true;
         self.decoded += 1;
-        self.mix.samples[kind as usize] += 1;
-        self.mix.frames_written += written as u64;
+        self.mix.samples[c.kind as usize] += 1;
+        self.mix.frames_written += c.written as u64;
         self.mix.frames_in_samples += t.stack.len() as u64;
-        Ok(Sample {
-            thread: slot,
+        Sample {
+            thread: c.slot,
             thread_id: t.thread_id,
             interpreter_id: t.interpreter_id,
             timestamp_us: t.prev_timestamp,
-            status,
+            status: c.status,
             stack: &t.stack,
             stack_changed: true,
+            kind: c.kind,
+        }
+    }
+
+    /// One REPEAT entry (delta, status, position after it) when the window surely holds
+    /// it; None otherwise, and the checked path reads it.
+    #[inline(always)]
+    fn repeat_entry_in_window(&self) -> Option<(u64, u8, usize)> {
+        let w = self
+            .src
+            .window()
+            .get(self.pos..self.pos + MAX_VARINT_LEN + 1)?;
+        let (delta, n) = varint::decode_u64(w).ok()?;
+        Some((delta, w[n], self.pos + n + 1))
+    }
+
+    /// Decodes the next record from the window without a refill check per field: a
+    /// whole FULL / SUFFIX / POP_PUSH record (its stack rebuilt, not yet counted), or a
+    /// REPEAT record's header. Returns None when the window may be too short or
+    /// anything is wrong, having changed nothing but (possibly) registering the record's
+    /// thread, which the checked path would do first too: it then decodes the same
+    /// record again and reports the error where CPython does.
+    #[inline(always)]
+    fn record_in_window(&mut self) -> Option<InWindow> {
+        let record_at = self.pos;
+        let w = self.src.window().get(record_at..)?;
+        if w.len() < FAST_RECORD_MIN {
+            return None;
+        }
+        let thread_id = self.bo.u64(super::header::array(w, 0));
+        let interpreter_id = self.bo.u32(super::header::array(w, 8));
+        let kind = RecordKind::from_code(w[12])?;
+        let mut p = RECORD_HEADER_SIZE;
+        // `w` holds FAST_RECORD_MIN bytes: every varint below has ten at hand.
+        #[inline(always)]
+        fn next(w: &[u8], p: &mut usize) -> Option<u64> {
+            let (v, n) = varint::decode_u64(&w[*p..]).ok()?;
+            *p += n;
+            Some(v)
+        }
+        if kind == RecordKind::Repeat {
+            let count = u32::try_from(next(w, &mut p)?).ok()?;
+            if self.src.is_complete() {
+                let max = (w.len() - p) as u64 / 2;
+                if count as u64 > max {
+                    return None;
+                }
+            }
+            let slot = self
+                .thread_slot(thread_id, interpreter_id, record_at)
+                .ok()?;
+            self.mix.records[kind as usize] += 1;
+            self.pos = record_at + p;
+            if count == 0 {
+                return Some(InWindow::EmptyRepeat);
+            }
+            self.repeat_left = count;
+            self.repeat_thread = slot;
+            self.repeat_first = true;
+            return Some(InWindow::Repeat);
+        }
+        let delta = next(w, &mut p)?;
+        let status = w[p];
+        p += 1;
+        let first = u32::try_from(next(w, &mut p)?).ok()?;
+        let second = match kind {
+            RecordKind::Full => 0,
+            _ => u32::try_from(next(w, &mut p)?).ok()?,
+        };
+        let slot = self
+            .thread_slot(thread_id, interpreter_id, record_at)
+            .ok()?;
+        self.pos = record_at + p;
+        let mut stack = std::mem::take(&mut self.threads[slot as usize].stack);
+        let written = self.rebuild_in_window(&mut stack, kind, first, second);
+        self.threads[slot as usize].stack = stack;
+        let Some(written) = written else {
+            self.pos = record_at;
+            return None;
+        };
+        self.mix.records[kind as usize] += 1;
+        Some(InWindow::Change(Change {
+            slot,
             kind,
-        })
+            delta,
+            status,
+            written,
+        }))
+    }
+
+    /// The body of a FULL / SUFFIX / POP_PUSH record after its counts (`first`,
+    /// `second`: depth; shared and new; pop and push), read from the window. Leaves
+    /// `stack` untouched and returns None on anything the checked path must report.
+    #[inline(always)]
+    fn rebuild_in_window(
+        &mut self,
+        stack: &mut Vec<u32>,
+        kind: RecordKind,
+        first: u32,
+        second: u32,
+    ) -> Option<u32> {
+        let (keep_from, count) = match kind {
+            RecordKind::Full => {
+                if first as usize > MAX_STACK_DEPTH {
+                    return None;
+                }
+                (stack.len(), first)
+            }
+            RecordKind::Suffix => {
+                if first as usize > stack.len()
+                    || first as u64 + second as u64 > MAX_STACK_DEPTH as u64
+                {
+                    return None;
+                }
+                (stack.len() - first as usize, second)
+            }
+            RecordKind::PopPush => {
+                let keep_from = (first as usize).min(stack.len());
+                if (stack.len() - keep_from) as u64 + second as u64 > MAX_STACK_DEPTH as u64 {
+                    return None;
+                }
+                (keep_from, second)
+            }
+            RecordKind::Repeat => return None,
+        };
+        // count <= MAX_STACK_DEPTH: every kind's final depth was checked above.
+        let fresh = &mut self.fresh[..count as usize];
+        let end = frames_in_window(
+            self.src.window(),
+            self.pos,
+            &self.frames,
+            self.strings_valid,
+            fresh,
+        )?;
+        self.pos = end;
+        splice_top(stack, keep_from, fresh);
+        Some(count)
     }
 
     /// Applies a FULL / SUFFIX / POP_PUSH body to `stack`; returns frames read.
@@ -576,17 +750,78 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         fresh.clear();
         let read = self.read_frames(&mut fresh, count);
         if read.is_ok() {
-            // stack = fresh + stack[keep_from..], in place (a splice is much slower).
-            let kept = stack.len() - keep_from;
-            let new_len = fresh.len() + kept;
-            if fresh.len() > keep_from {
-                stack.resize(new_len, 0);
-            }
-            stack.copy_within(keep_from..keep_from + kept, fresh.len());
-            stack.truncate(new_len);
-            stack[..fresh.len()].copy_from_slice(&fresh);
+            splice_top(stack, keep_from, &fresh);
         }
         self.scratch = fresh;
         read
     }
 }
+
+/// Fills `out` with frame indices read from `window` at `pos` when the window surely
+/// holds that many varints: returns the position after them, or None on any defect (an
+/// index out of range, or naming a bad string unless `strings_valid`) or when the
+/// window may be short, for the checked path to report.
+#[inline(always)]
+fn frames_in_window(
+    window: &[u8],
+    mut pos: usize,
+    frames: &FrameCheck<'_>,
+    strings_valid: bool,
+    out: &mut [u32],
+) -> Option<usize> {
+    if window.len() - pos < out.len() * MAX_VARINT_LEN {
+        return None;
+    }
+    for slot in out {
+        let (idx, n) = varint::decode_u32(&window[pos..]).ok()?;
+        if idx >= frames.frame_count
+            || (!strings_valid && frames.bad_string[idx as usize].is_some())
+        {
+            return None;
+        }
+        *slot = idx;
+        pos += n;
+    }
+    Some(pos)
+}
+
+/// `stack = fresh + stack[keep_from..]`, in place (a splice is much slower). A FULL
+/// record is `keep_from == stack.len()`.
+#[inline(always)]
+fn splice_top(stack: &mut Vec<u32>, keep_from: usize, fresh: &[u32]) {
+    // As many frames pushed as popped (the leaf moved to another line or call) leaves
+    // the kept frames where they are.
+    if fresh.len() != keep_from {
+        let kept = stack.len() - keep_from;
+        let new_len = fresh.len() + kept;
+        if fresh.len() > keep_from {
+            stack.resize(new_len, 0);
+        }
+        stack.copy_within(keep_from..keep_from + kept, fresh.len());
+        stack.truncate(new_len);
+    }
+    stack[..fresh.len()].copy_from_slice(fresh);
+}
+
+/// A FULL / SUFFIX / POP_PUSH record decoded and applied to its thread's stack, not yet
+/// counted.
+struct Change {
+    slot: u32,
+    kind: RecordKind,
+    delta: u64,
+    status: u8,
+    written: u32,
+}
+
+/// What [`SampleDecoder::record_in_window`] decoded.
+enum InWindow {
+    Change(Change),
+    /// A REPEAT record with entries: they follow.
+    Repeat,
+    EmptyRepeat,
+}
+
+/// The window must hold this many bytes after a record's start for the unchecked path:
+/// the header, three varints and a status byte, plus room for a last varint read (a
+/// varint decoded from a ten-byte chunk needs ten bytes at hand).
+const FAST_RECORD_MIN: usize = RECORD_HEADER_SIZE + 4 * MAX_VARINT_LEN + 1;

@@ -29,7 +29,7 @@ impl<'a> SliceSource<'a> {
 }
 
 impl ByteSource for SliceSource<'_> {
-    #[inline]
+    #[inline(always)]
     fn window(&self) -> &[u8] {
         self.data
     }
@@ -93,7 +93,7 @@ impl<'a> ZstdSource<'a> {
 }
 
 impl ByteSource for ZstdSource<'_> {
-    #[inline]
+    #[inline(always)]
     fn window(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }
@@ -187,7 +187,7 @@ impl ThreadedZstdSource {
 }
 
 impl ByteSource for ThreadedZstdSource {
-    #[inline]
+    #[inline(always)]
     fn window(&self) -> &[u8] {
         &self.current[self.start..]
     }

@@ -19,7 +19,7 @@ pub enum VarintError {
 }
 
 /// Decodes a u64 varint from the start of `buf`; returns the value and its length.
-#[inline]
+#[inline(always)]
 pub fn decode_u64(buf: &[u8]) -> Result<(u64, usize), VarintError> {
     // Fast path for the common one-byte case (indices under 128, small deltas).
     match buf.first() {
@@ -54,7 +54,7 @@ pub fn decode_u64(buf: &[u8]) -> Result<(u64, usize), VarintError> {
 }
 
 /// Decodes a u32 varint; a value above `u32::MAX` is an error, as in CPython.
-#[inline]
+#[inline(always)]
 pub fn decode_u32(buf: &[u8]) -> Result<(u32, usize), VarintError> {
     let (v, n) = decode_u64(buf)?;
     u32::try_from(v)
