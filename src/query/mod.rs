@@ -9,6 +9,7 @@
 pub mod guard;
 pub mod opnames;
 pub mod output;
+pub mod pushdown;
 pub mod tables;
 
 use std::path::{Path, PathBuf};
@@ -122,14 +123,30 @@ impl QueryEngine {
 
     fn context(&self) -> Result<SQLContext> {
         let ctx = SQLContext::new();
-        for name in TABLES {
+        for name in TABLES.into_iter().chain([pushdown::GROUPED_TABLE]) {
             ctx.register(name, self.table(name)?);
         }
         Ok(ctx)
     }
 
-    /// The checked query as a lazy frame.
+    /// The checked query as a lazy frame. Count-only aggregates over `samples` run on
+    /// grouped samples ([`pushdown`]) when the rewritten query has the same output
+    /// columns and types as the original; anything else runs as written.
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
+        guard::check(sql, &TABLES)?;
+        let mut ctx = self.context()?;
+        let original = ctx.execute(sql).map_err(|e| sql_error(sql, e))?;
+        if let Some(grouped) =
+            pushdown::rewrite(sql).and_then(|r| same_output(&original, ctx.execute(&r).ok()?))
+        {
+            return Ok(grouped);
+        }
+        Ok(original)
+    }
+
+    /// The checked query as a lazy frame, exactly as written (no count pushdown): the
+    /// reference the pushdown is tested against.
+    pub fn lazy_as_written(&self, sql: &str) -> Result<LazyFrame> {
         guard::check(sql, &TABLES)?;
         let mut ctx = self.context()?;
         ctx.execute(sql).map_err(|e| sql_error(sql, e))
@@ -146,6 +163,22 @@ impl QueryEngine {
             .describe_optimized_plan()
             .map_err(|e| sql_error(sql, e))
     }
+}
+
+/// `rewritten` with `original`'s column names, when it has the same number of
+/// columns of the same types (the names of unaliased aggregates differ: polars names
+/// `count(*)` `len` and `sum(w)` `w`).
+fn same_output(original: &LazyFrame, rewritten: LazyFrame) -> Option<LazyFrame> {
+    let want = original.clone().collect_schema().ok()?;
+    let have = rewritten.clone().collect_schema().ok()?;
+    if want.len() != have.len() || want.iter_values().ne(have.iter_values()) {
+        return None;
+    }
+    Some(rewritten.rename(
+        have.iter_names().cloned().collect::<Vec<_>>(),
+        want.iter_names().cloned().collect::<Vec<_>>(),
+        true,
+    ))
 }
 
 /// polars' message; for a missing column, the columns of the tables the query names.

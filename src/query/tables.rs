@@ -11,12 +11,12 @@
 //! (`file`, `frame_id`).
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use polars::prelude::*;
 
 use super::opnames::opname;
+use super::pushdown::{GROUPED_TABLE, WEIGHT_COLUMN};
 use crate::tach::filter::status as flag;
 use crate::tach::index::StackTable;
 use crate::tach::TachFile;
@@ -72,7 +72,7 @@ impl Source {
 fn aggregate(file: &TachFile) -> PolarsResult<Aggregate> {
     let mut table = StackTable::default();
     // key: (stack id, decoder thread slot, status) -> row in `rows`.
-    let mut keys: HashMap<(u32, u32, u8), usize> = HashMap::new();
+    let mut keys: rustc_hash::FxHashMap<(u32, u32, u8), usize> = Default::default();
     let mut rows: Vec<(u32, u64, u32, u8, u64)> = Vec::new();
     // Per slot: (stack id, status, row) of the previous sample, so runs of the same
     // stack and status cost no hashing.
@@ -400,7 +400,6 @@ impl AnonymousScan for SamplesScan {
         let mut stack_id: Vec<u32> = Vec::new();
         let mut depth: Vec<u32> = Vec::new();
         // Leaf frame ids; an empty stack stores NO_LEAF and becomes a null.
-        const NO_LEAF: IdxSize = IdxSize::MAX;
         let mut leaf: Vec<IdxSize> = Vec::new();
         let mut empty_stacks = false;
         let mut table = StackTable::default();
@@ -536,6 +535,154 @@ fn status_columns(w: &Wanted, status: &[u8]) -> Vec<Column> {
     cols
 }
 
+/// Columns of `samples` that differ from one sample to the next of the same stack,
+/// thread and status: not in the grouped table.
+const PER_SAMPLE_COLUMNS: [&str; 3] = ["sample", "timestamp_us", "time_s"];
+
+/// The grouped samples table the count pushdown reads (`super::pushdown`): the
+/// `samples` columns but the per-sample ones, and the weight.
+pub fn sample_groups_schema() -> Schema {
+    let mut v: Vec<Field> = samples_schema()
+        .iter()
+        .filter(|(name, _)| !PER_SAMPLE_COLUMNS.contains(&name.as_str()))
+        .map(|(name, dtype)| Field::new(name.clone(), dtype.clone()))
+        .collect();
+    // The type polars gives count(*), so sum(weight) has the same.
+    v.push(field(WEIGHT_COLUMN, IDX_DTYPE));
+    Schema::from_iter(v)
+}
+
+/// What one grouped row is keyed on; a part the query does not use is 0.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct GroupKey {
+    stack_id: u32,
+    /// Decoder thread slot (thread and interpreter id).
+    thread: u32,
+    status: u8,
+    /// Leaf frame id, NO_LEAF for an empty stack.
+    leaf: IdxSize,
+    depth: u32,
+}
+
+/// Leaf frame id of an empty stack (null in the frame columns).
+const NO_LEAF: IdxSize = IdxSize::MAX;
+
+/// `samples` of one file grouped by the columns a query asks for, with the number of
+/// samples of each group (see `super::pushdown`). Each row repeated `weight` times is
+/// the projected `samples` table, in another order.
+struct SampleGroupsScan(Arc<Source>);
+
+impl AnonymousScan for SampleGroupsScan {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn schema(&self, _: Option<usize>) -> PolarsResult<SchemaRef> {
+        Ok(Arc::new(sample_groups_schema()))
+    }
+    fn allows_projection_pushdown(&self) -> bool {
+        true
+    }
+    fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
+        let src = &self.0;
+        let w = Wanted(args.with_columns.clone());
+        let want_thread = w.has("thread_id") || w.has("interpreter_id");
+        let want_status = w.has("status") || FLAGS.iter().any(|(n, _)| w.has(n));
+        let want_leaf =
+            w.has("frame_id") || ["funcname", "filename", "lineno"].iter().any(|c| w.has(c));
+        let want_stack = w.has("stack_id");
+        let want_depth = w.has("depth");
+        // Group key -> row; per row its key, thread and interpreter ids, and weight.
+        let mut rows: rustc_hash::FxHashMap<GroupKey, usize> = Default::default();
+        let mut keys: Vec<GroupKey> = Vec::new();
+        let mut ids: Vec<(u64, u32)> = Vec::new();
+        let mut weight: Vec<IdxSize> = Vec::new();
+        let mut table = StackTable::default();
+        // Per decoder thread slot: (status, stack id, row) of its previous sample, so a
+        // repeated stack with the same status costs one increment.
+        let mut current: Vec<Option<(u8, u32, usize)>> = Vec::new();
+        let mut stream = src.file.samples();
+        while let Some(s) = stream.next_sample().map_err(read_err)? {
+            let slot = s.thread as usize;
+            if slot >= current.len() {
+                current.resize(slot + 1, None);
+            }
+            let prev = current[slot];
+            if let Some((status, _, row)) = prev {
+                if !s.stack_changed && status == s.status {
+                    weight[row] += 1;
+                    continue;
+                }
+            }
+            let stack_id = match prev {
+                _ if !want_stack => 0,
+                Some((_, id, _)) if !s.stack_changed => id,
+                _ => table.intern(s.stack),
+            };
+            let key = GroupKey {
+                stack_id,
+                thread: if want_thread { s.thread } else { 0 },
+                status: if want_status { s.status } else { 0 },
+                leaf: match (want_leaf, s.stack.first()) {
+                    (false, _) => 0,
+                    (true, Some(&f)) => f as IdxSize,
+                    (true, None) => NO_LEAF,
+                },
+                depth: if want_depth { s.stack.len() as u32 } else { 0 },
+            };
+            let row = *rows.entry(key).or_insert_with(|| {
+                keys.push(key);
+                ids.push((s.thread_id, s.interpreter_id));
+                weight.push(0);
+                keys.len() - 1
+            });
+            weight[row] += 1;
+            current[slot] = Some((s.status, stack_id, row));
+        }
+        let n = keys.len();
+        let mut cols = vec![file_column(&src.name, n)];
+        if want_thread {
+            cols.push(Column::new(
+                "thread_id".into(),
+                ids.iter().map(|i| i.0).collect::<Vec<_>>(),
+            ));
+            cols.push(Column::new(
+                "interpreter_id".into(),
+                ids.iter().map(|i| i.1).collect::<Vec<_>>(),
+            ));
+        }
+        if want_status {
+            let status: Vec<u8> = keys.iter().map(|k| k.status).collect();
+            cols.extend(status_columns(&w, &status));
+        }
+        if want_stack {
+            cols.push(Column::new(
+                "stack_id".into(),
+                keys.iter().map(|k| k.stack_id).collect::<Vec<_>>(),
+            ));
+        }
+        if want_depth {
+            cols.push(Column::new(
+                "depth".into(),
+                keys.iter().map(|k| k.depth).collect::<Vec<_>>(),
+            ));
+        }
+        if want_leaf {
+            let leaf = IdxCa::from_iter_options(
+                "frame_id".into(),
+                keys.iter().map(|k| (k.leaf != NO_LEAF).then_some(k.leaf)),
+            );
+            cols.push(leaf.clone().into_series().into_column());
+            let wanted = |c: &str| matches!(c, "funcname" | "filename" | "lineno") && w.has(c);
+            cols.extend(gather_frame_columns(src.frames(), &leaf, &wanted, &|c| {
+                c.to_string()
+            })?);
+        }
+        cols.push(Column::new(WEIGHT_COLUMN.into(), weight));
+        cols.retain(|c| w.has(c.name()));
+        first_rows(ordered(&sample_groups_schema(), cols, n)?, args.n_rows)
+    }
+}
+
 /// The `stacks` table of one file: one row per frame of each unique stack.
 struct StacksScan(Arc<Source>);
 
@@ -653,6 +800,11 @@ pub fn table(name: &str, sources: &[Arc<Source>]) -> PolarsResult<LazyFrame> {
                     "tach stack_counts",
                 )?,
                 "sample_frames" => sample_frames_lf(s)?,
+                GROUPED_TABLE => scan_lf(
+                    SampleGroupsScan(s.clone()),
+                    sample_groups_schema(),
+                    "tach samples grouped",
+                )?,
                 other => polars_bail!(ComputeError: "no table {other}"),
             })
         })
