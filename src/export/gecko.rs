@@ -32,7 +32,6 @@
 //!   (`ensure_ascii`), floats as Python's `repr`: the text is CPython's, not only
 //!   the parsed content.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use super::pyjson::{push_float, push_i64, push_str, push_u64};
@@ -46,6 +45,8 @@ pub struct Gecko;
 /// Maps keyed by small integers: Fx hashing (rustc's), because SipHash's flood
 /// resistance buys nothing here and cost most of the export time.
 type Map<K, V> = rustc_hash::FxHashMap<K, V>;
+
+use rayon::prelude::*;
 
 const CATEGORY_PYTHON: u8 = 1;
 const CATEGORY_NATIVE: u8 = 2;
@@ -156,7 +157,7 @@ impl Thread {
 /// The shared string array, interned in CPython's order.
 struct Strings<'a> {
     list: Vec<&'a str>,
-    ids: HashMap<&'a str, u32>,
+    ids: Map<&'a str, u32>,
     /// Canonical TACH string id -> its id here, or NONE.
     of_tach: Vec<u32>,
     /// Canonical TACH filename id -> the id here of its basename, or NONE.
@@ -207,7 +208,7 @@ struct StringFacts {
 impl StringFacts {
     fn new(file: &TachFile) -> Self {
         let strings = file.strings();
-        let mut first: HashMap<&str, u32> = HashMap::new();
+        let mut first: Map<&str, u32> = Map::default();
         let canon = strings
             .iter()
             .enumerate()
@@ -299,15 +300,30 @@ struct Batch {
     last: f64,
 }
 
+/// What a decoder slot's previous sample left, so the next one redoes only what
+/// changed.
+struct SlotState {
+    /// Index into `Builder::threads`.
+    thread: usize,
+    /// The last stack as decoded, and its gecko stack index (NONE before any).
+    last: Vec<u32>,
+    index: u32,
+    /// The last stack's kept frames (innermost first) and, root first, the gecko stack
+    /// index of each of its prefixes: a new stack sharing the outer frames starts
+    /// from the deepest shared prefix instead of the root.
+    kept: Vec<u32>,
+    prefixes: Vec<u32>,
+}
+
 /// The profile, built in one pass over the kept samples.
 struct Builder<'a> {
     file: &'a TachFile,
     strings: Strings<'a>,
     facts: StringFacts,
     threads: Vec<Thread>,
-    by_tid: HashMap<u64, usize>,
-    /// Per decoder slot: (thread index, last stack, its gecko stack index or NONE).
-    slots: Vec<Option<(usize, Vec<u32>, u32)>>,
+    by_tid: Map<u64, usize>,
+    /// Per decoder slot: its thread and what its last stack left.
+    slots: Vec<Option<SlotState>>,
     base_us: Option<u64>,
     last_time: f64,
     sample_count: u64,
@@ -323,7 +339,7 @@ impl<'a> Builder<'a> {
         let n = file.strings().len();
         let mut strings = Strings {
             list: Vec::new(),
-            ids: HashMap::new(),
+            ids: Map::default(),
             of_tach: vec![NONE; n],
             of_basename: vec![NONE; n],
         };
@@ -333,7 +349,7 @@ impl<'a> Builder<'a> {
             strings,
             facts: StringFacts::new(file),
             threads: Vec::new(),
-            by_tid: HashMap::new(),
+            by_tid: Map::default(),
             slots: Vec::new(),
             base_us: None,
             last_time: 0.0,
@@ -386,14 +402,20 @@ impl<'a> Builder<'a> {
             self.slots.resize_with(slot_i + 1, || None);
         }
         let t = match &self.slots[slot_i] {
-            Some((t, _, _)) => *t,
+            Some(state) => state.thread,
             None => {
                 let t = *self.by_tid.entry(tid).or_insert_with(|| {
                     self.threads
                         .push(Thread::new(tid, st & status::MAIN_THREAD != 0));
                     self.threads.len() - 1
                 });
-                self.slots[slot_i] = Some((t, Vec::new(), NONE));
+                self.slots[slot_i] = Some(SlotState {
+                    thread: t,
+                    last: Vec::new(),
+                    index: NONE,
+                    kept: Vec::new(),
+                    prefixes: Vec::new(),
+                });
                 t
             }
         };
@@ -535,13 +557,13 @@ impl<'a> Builder<'a> {
         }
         // The same stack as this slot's previous sample reuses its stack index.
         let stack_index = match &self.slots[slot_i] {
-            Some((_, last, idx)) if *idx != NONE && last.as_slice() == stack => *idx,
+            Some(state) if state.index != NONE && state.last.as_slice() == stack => state.index,
             _ => {
-                let idx = self.process_stack(t);
-                if let Some((_, last, cached)) = self.slots[slot_i].as_mut() {
-                    last.clear();
-                    last.extend_from_slice(stack);
-                    *cached = idx;
+                let idx = self.process_stack(t, slot_i);
+                if let Some(state) = self.slots[slot_i].as_mut() {
+                    state.last.clear();
+                    state.last.extend_from_slice(stack);
+                    state.index = idx;
                 }
                 idx
             }
@@ -552,12 +574,26 @@ impl<'a> Builder<'a> {
     }
 
     /// CPython's `_process_stack`: root to leaf, func, frame, then stack entries.
-    fn process_stack(&mut self, t: usize) -> u32 {
+    /// The outer frames this slot's previous stack shares are not looked up again:
+    /// they gave these same prefixes, and created nothing new then.
+    fn process_stack(&mut self, t: usize, slot: usize) -> u32 {
         let file = self.file;
         let th = &mut self.threads[t];
         let strings = &mut self.strings;
-        let mut prefix = NONE;
-        for &f in self.kept.iter().rev() {
+        let Some(state) = self.slots[slot].as_mut() else {
+            return NONE;
+        };
+        let shared = self
+            .kept
+            .iter()
+            .rev()
+            .zip(state.kept.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        state.prefixes.truncate(shared);
+        let mut prefix = state.prefixes.last().copied().unwrap_or(NONE);
+        let fresh = self.kept.len() - shared;
+        for &f in self.kept[..fresh].iter().rev() {
             let frame_idx = match th.tach_frames.get(&f) {
                 Some(&i) => i,
                 None => {
@@ -583,7 +619,10 @@ impl<'a> Builder<'a> {
                     s
                 }
             };
+            state.prefixes.push(prefix);
         }
+        state.kept.clear();
+        state.kept.extend_from_slice(&self.kept);
         prefix
     }
 
@@ -736,13 +775,24 @@ fn push_list<T>(buf: &mut Vec<u8>, items: &[T], mut each: impl FnMut(&mut Vec<u8
     buf.push(b']');
 }
 
+/// `[item,item,...]` with `n` items, copied in blocks (a thread's null columns are as
+/// long as its frame table).
 fn push_repeat(buf: &mut Vec<u8>, item: &str, n: usize) {
     buf.push(b'[');
-    for i in 0..n {
-        if i > 0 {
-            buf.push(b',');
-        }
+    if n > 0 {
         buf.extend_from_slice(item.as_bytes());
+        let unit = item.len() + 1;
+        let mut block = Vec::with_capacity(unit * n.min(256));
+        for _ in 0..n.min(256) {
+            block.push(b',');
+            block.extend_from_slice(item.as_bytes());
+        }
+        let mut left = n - 1;
+        while left > 0 {
+            let take = left.min(256);
+            buf.extend_from_slice(&block[..take * unit]);
+            left -= take;
+        }
     }
     buf.push(b']');
 }
@@ -917,14 +967,28 @@ impl Exporter for Gecko {
              \"symbolicated\":true,\"markerSchema\":[],\"importedFrom\":\"Tachyon Sampling Profiler\",\
              \"extensions\":{{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0}}}},\"libs\":[],\"threads\":["
         );
-        for (i, th) in b.threads.iter().enumerate() {
-            if i > 0 {
-                buf.push(b',');
-            }
-            push_thread(&mut buf, th);
-            if buf.len() >= 1 << 20 {
-                out.write_all(&buf).map_err(&err)?;
-                buf.clear();
+        // Threads are serialised independently on all cores, then written in order;
+        // groups of 64 bound the memory held at once.
+        let mut first = true;
+        for group in b.threads.chunks(64) {
+            let parts: Vec<Vec<u8>> = group
+                .par_iter()
+                .map(|th| {
+                    let mut part = Vec::with_capacity(64 * 1024);
+                    push_thread(&mut part, th);
+                    part
+                })
+                .collect();
+            for part in parts {
+                if !first {
+                    buf.push(b',');
+                }
+                first = false;
+                buf.extend_from_slice(&part);
+                if buf.len() >= 1 << 20 {
+                    out.write_all(&buf).map_err(&err)?;
+                    buf.clear();
+                }
             }
         }
         buf.extend_from_slice(b"],\"pages\":[],\"shared\":{\"stringArray\":");
