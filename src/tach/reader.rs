@@ -368,7 +368,7 @@ pub struct SampleStream<'a> {
 
 impl<'a> SampleStream<'a> {
     /// The next sample, `Ok(None)` at the end.
-    #[inline]
+    #[inline(always)]
     pub fn next_sample(&mut self) -> Result<Option<Sample<'_>>> {
         if self.init_error.is_some() {
             if let Some(e) = self.take_init_error() {

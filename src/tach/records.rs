@@ -413,6 +413,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
     }
 
     /// Decodes the next sample; `Ok(None)` at the end of a valid region.
+    #[inline(always)]
     pub fn next_sample(&mut self) -> Result<Option<Sample<'_>>, Located> {
         if self.repeat_left > 0 {
             return self.next_repeat_entry().map(Some);
