@@ -12,8 +12,8 @@
 //! sample.
 //!
 //! The rewrite applies to a SELECT (at any level of the query) that reads `samples`
-//! alone (no join), has a GROUP BY, and whose every column reference is one of
-//! [`GROUPED_COLUMNS`], with `count(*)`, `count(constant)`, `min`, `max` and
+//! alone (no join), has a GROUP BY, and whose every column reference is a `samples`
+//! column other than the per-sample ones (`sample`, `timestamp_us`, `time_s`), with `count(*)`, `count(constant)`, `min`, `max` and
 //! `count(DISTINCT ...)` as its only aggregates, known scalar functions otherwise and
 //! no subquery or window. Anything else runs unchanged. The caller also checks that
 //! the rewritten query has the original's output columns and types (see
@@ -29,31 +29,12 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 
+use super::tables::is_grouped_column;
+
 /// The grouped samples table the rewrite reads; not listed in `--schema`.
 pub const GROUPED_TABLE: &str = "__tach_sample_groups";
 /// Its weight column: the number of samples a row stands for.
 pub const WEIGHT_COLUMN: &str = "__tach_samples";
-
-/// The `samples` columns that are the same for every sample of one stack, thread and
-/// status: the columns of [`GROUPED_TABLE`] besides the weight.
-pub const GROUPED_COLUMNS: [&str; 16] = [
-    "file",
-    "thread_id",
-    "interpreter_id",
-    "status",
-    "has_gil",
-    "on_cpu",
-    "gil_requested",
-    "has_exception",
-    "main_thread",
-    "unknown",
-    "stack_id",
-    "depth",
-    "frame_id",
-    "funcname",
-    "filename",
-    "lineno",
-];
 
 /// Functions that compute one value per row: safe over grouped rows.
 const SCALAR_FUNCTIONS: [&str; 36] = [
@@ -332,14 +313,11 @@ impl Names<'_> {
             fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
                 let ok = match e {
                     Expr::Identifier(id) => {
-                        GROUPED_COLUMNS.contains(&id.value.as_str())
+                        is_grouped_column(&id.value)
                             || (self.aliases_too && self.names.aliases.contains(&id.value))
                     }
                     Expr::CompoundIdentifier(parts) => match parts.as_slice() {
-                        [q, c] => {
-                            q.value == self.names.qualifier
-                                && GROUPED_COLUMNS.contains(&c.value.as_str())
-                        }
+                        [q, c] => q.value == self.names.qualifier && is_grouped_column(&c.value),
                         _ => false,
                     },
                     Expr::Function(f) => function_allowed(f),

@@ -539,6 +539,12 @@ fn status_columns(w: &Wanted, status: &[u8]) -> Vec<Column> {
 /// thread and status: not in the grouped table.
 const PER_SAMPLE_COLUMNS: [&str; 3] = ["sample", "timestamp_us", "time_s"];
 
+/// A `samples` column that is the same for every sample of one stack, thread and
+/// status: a column of the grouped table.
+pub(crate) fn is_grouped_column(name: &str) -> bool {
+    !PER_SAMPLE_COLUMNS.contains(&name) && samples_schema().contains(name)
+}
+
 /// The grouped samples table the count pushdown reads (`super::pushdown`): the
 /// `samples` columns but the per-sample ones, and the weight.
 pub fn sample_groups_schema() -> Schema {
