@@ -217,11 +217,19 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         self.base + self.pos as u64
     }
 
-    fn err(&self, at: usize, error: FormatError) -> Located {
-        let offset = self.base + at as u64;
+    /// The stream offset of the next unread byte. Positions for error messages are
+    /// taken with this, not as window positions: a refill between taking a position
+    /// and reporting at it moves the window.
+    #[inline(always)]
+    fn here(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// An error at stream offset `at` (see [`Self::here`]).
+    fn err(&self, at: u64, error: FormatError) -> Located {
         let offset = match self.region {
-            Region::File => offset + self.file_offset,
-            Region::DecompressedSamples => offset,
+            Region::File => at + self.file_offset,
+            Region::DecompressedSamples => at,
         };
         Located {
             offset,
@@ -248,7 +256,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             let more = self
                 .src
                 .refill(consumed)
-                .map_err(|e| self.err(self.pos, e))?;
+                .map_err(|e| self.err(self.here(), e))?;
             self.base += consumed as u64;
             self.pos = 0;
             let avail = self.src.window().len();
@@ -284,13 +292,13 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
 
     #[cold]
     fn end_error(&self, what: &'static str) -> Located {
-        self.err(self.pos, FormatError::UnexpectedEnd(what))
+        self.err(self.here(), FormatError::UnexpectedEnd(what))
     }
 
     #[cold]
     fn varint_error(&self, what: &'static str, e: VarintError) -> Located {
         self.err(
-            self.pos,
+            self.here(),
             FormatError::MalformedVarint {
                 what,
                 reason: VarintReason(e),
@@ -313,7 +321,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         &mut self,
         thread_id: u64,
         interpreter_id: u32,
-        at: usize,
+        at: u64,
     ) -> Result<u32, Located> {
         if let Some((t, i, slot)) = self.last_thread {
             if t == thread_id && i == interpreter_id {
@@ -327,7 +335,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         &mut self,
         thread_id: u64,
         interpreter_id: u32,
-        at: usize,
+        at: u64,
     ) -> Result<u32, Located> {
         let slot = match self.thread_index.get(&(thread_id, interpreter_id)) {
             Some(&slot) => slot,
@@ -370,7 +378,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         out.truncate(start_len);
         self.pos = start_pos;
         for _ in 0..count {
-            let at = self.pos;
+            let at = self.here();
             let idx = self.varint_u32("a frame index")?;
             if idx >= self.frames.frame_count {
                 return Err(self.err(
@@ -428,13 +436,13 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 Some(InWindow::EmptyRepeat) => continue,
                 None => {}
             }
-            let record_at = self.pos;
             let avail = self.ensure(RECORD_HEADER_SIZE)?;
+            let record_at = self.here();
             if avail == 0 {
                 self.finished = true;
                 if self.decoded != self.declared_samples {
                     return Err(self.err(
-                        self.pos,
+                        self.here(),
                         FormatError::SampleCountMismatch {
                             declared: self.declared_samples,
                             decoded: self.decoded,
@@ -458,7 +466,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             };
             self.mix.records[kind as usize] += 1;
             if kind == RecordKind::Repeat {
-                let count_at = self.pos;
+                let count_at = self.here();
                 let count = self.varint_u32("a REPEAT count")?;
                 // Each entry takes at least two bytes; when the whole region is in the
                 // window (raw files) the count can be checked up front, as CPython does.
@@ -598,7 +606,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 }
             }
             let slot = self
-                .thread_slot(thread_id, interpreter_id, record_at)
+                .thread_slot(thread_id, interpreter_id, self.base + record_at as u64)
                 .ok()?;
             self.mix.records[kind as usize] += 1;
             self.pos = record_at + p;
@@ -619,7 +627,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             _ => u32::try_from(next(w, &mut p)?).ok()?,
         };
         let slot = self
-            .thread_slot(thread_id, interpreter_id, record_at)
+            .thread_slot(thread_id, interpreter_id, self.base + record_at as u64)
             .ok()?;
         self.pos = record_at + p;
         let mut stack = std::mem::take(&mut self.threads[slot as usize].stack);
@@ -692,7 +700,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
     fn rebuild_stack(&mut self, stack: &mut Vec<u32>, kind: RecordKind) -> Result<u32, Located> {
         match kind {
             RecordKind::Full => {
-                let at = self.pos;
+                let at = self.here();
                 let depth = self.varint_u32("a FULL stack depth")?;
                 if depth as usize > MAX_STACK_DEPTH {
                     return Err(self.err(at, FormatError::StackDepth(depth)));
@@ -702,7 +710,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 Ok(depth)
             }
             RecordKind::Suffix => {
-                let at = self.pos;
+                let at = self.here();
                 let shared = self.varint_u32("a SUFFIX shared count")?;
                 let new_count = self.varint_u32("a SUFFIX frame count")?;
                 if shared as usize > stack.len() {
@@ -723,7 +731,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 Ok(new_count)
             }
             RecordKind::PopPush => {
-                let at = self.pos;
+                let at = self.here();
                 let pop = self.varint_u32("a POP_PUSH pop count")?;
                 let push = self.varint_u32("a POP_PUSH push count")?;
                 // A pop beyond the depth is clamped, as in CPython.
