@@ -34,6 +34,8 @@
 
 use std::io::Write;
 
+use rayon::prelude::*;
+
 use super::pyjson::{push_float, push_i64, push_str, push_u64};
 use super::render::basename;
 use super::{write_error, ExportInput, Exporter, Result};
@@ -45,8 +47,6 @@ pub struct Gecko;
 /// Maps keyed by small integers: Fx hashing (rustc's), because SipHash's flood
 /// resistance buys nothing here and cost most of the export time.
 type Map<K, V> = rustc_hash::FxHashMap<K, V>;
-
-use rayon::prelude::*;
 
 const CATEGORY_PYTHON: u8 = 1;
 const CATEGORY_NATIVE: u8 = 2;
