@@ -133,15 +133,10 @@ impl QueryEngine {
     /// grouped samples ([`pushdown`]) when the rewritten query has the same output
     /// columns and types as the original; anything else runs as written.
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
-        guard::check(sql, &TABLES)?;
-        let mut ctx = self.context()?;
-        let original = ctx.execute(sql).map_err(|e| sql_error(sql, e))?;
-        if let Some(grouped) =
-            pushdown::rewrite(sql).and_then(|r| same_output(&original, ctx.execute(&r).ok()?))
-        {
-            return Ok(grouped);
-        }
-        Ok(original)
+        let original = self.lazy_as_written(sql)?;
+        let grouped = pushdown::rewrite(sql)
+            .and_then(|r| same_output(&original, self.context().ok()?.execute(&r).ok()?));
+        Ok(grouped.unwrap_or(original))
     }
 
     /// The checked query as a lazy frame, exactly as written (no count pushdown): the
