@@ -17,6 +17,7 @@ use polars::prelude::*;
 
 use super::opnames::opname;
 use super::pushdown::{GROUPED_TABLE, WEIGHT_COLUMN};
+use crate::tach::counts::{GroupCount, StackCounts};
 use crate::tach::filter::status as flag;
 use crate::tach::index::StackTable;
 use crate::tach::TachFile;
@@ -28,17 +29,9 @@ pub struct Source {
     pub file: TachFile,
     frames: OnceLock<DataFrame>,
     /// Unique stacks and per-(stack, thread, status) counts, from one full decode
-    /// shared by the `stacks` and `stack_counts` scans (polars may run both at once:
-    /// the second waits for the first instead of decoding again).
-    aggregate: OnceLock<Result<Arc<Aggregate>, String>>,
-}
-
-/// What one decode of a whole file gives `stacks` and `stack_counts`.
-struct Aggregate {
-    /// The unique stacks in first-seen order: the meaning of `stack_id`.
-    table: StackTable,
-    /// (stack id, thread id, interpreter id, status, samples).
-    rows: Vec<(u32, u64, u32, u8, u64)>,
+    /// shared by the `stacks`, `stack_counts` and grouped sample scans (polars may run
+    /// them at once: the others wait for the first instead of decoding again).
+    aggregate: OnceLock<Result<Arc<StackCounts>, String>>,
 }
 
 impl Source {
@@ -56,51 +49,16 @@ impl Source {
         self.frames.get_or_init(|| frames_frame(&self.file))
     }
 
-    fn aggregate(&self) -> PolarsResult<Arc<Aggregate>> {
+    fn aggregate(&self) -> PolarsResult<Arc<StackCounts>> {
         self.aggregate
             .get_or_init(|| {
-                aggregate(&self.file)
+                StackCounts::count(&self.file)
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
             .clone()
             .map_err(|e| PolarsError::ComputeError(e.into()))
     }
-}
-
-/// Decodes the whole file once: unique stacks, and samples per (stack, thread, status).
-fn aggregate(file: &TachFile) -> PolarsResult<Aggregate> {
-    let mut table = StackTable::default();
-    // key: (stack id, decoder thread slot, status) -> row in `rows`.
-    let mut keys: rustc_hash::FxHashMap<(u32, u32, u8), usize> = Default::default();
-    let mut rows: Vec<(u32, u64, u32, u8, u64)> = Vec::new();
-    // Per slot: (stack id, status, row) of the previous sample, so runs of the same
-    // stack and status cost no hashing.
-    let mut current: Vec<Option<(u32, u8, usize)>> = Vec::new();
-    let mut stream = file.samples();
-    while let Some(s) = stream.next_sample().map_err(read_err)? {
-        let slot = s.thread as usize;
-        if slot >= current.len() {
-            current.resize(slot + 1, None);
-        }
-        let row = match current[slot] {
-            Some((_, st, row)) if !s.stack_changed && st == s.status => row,
-            prev => {
-                let id = match prev {
-                    Some((id, _, _)) if !s.stack_changed => id,
-                    _ => table.intern(s.stack),
-                };
-                let row = *keys.entry((id, s.thread, s.status)).or_insert_with(|| {
-                    rows.push((id, s.thread_id, s.interpreter_id, s.status, 0));
-                    rows.len() - 1
-                });
-                current[slot] = Some((id, s.status, row));
-                row
-            }
-        };
-        rows[row].4 += 1;
-    }
-    Ok(Aggregate { table, rows })
 }
 
 fn read_err(e: crate::tach::TachError) -> PolarsError {
@@ -602,47 +560,28 @@ impl AnonymousScan for SampleGroupsScan {
         let mut keys: Vec<GroupKey> = Vec::new();
         let mut ids: Vec<(u64, u32)> = Vec::new();
         let mut weight: Vec<IdxSize> = Vec::new();
-        let mut table = StackTable::default();
-        // Per decoder thread slot: (status, stack id, row) of its previous sample, so a
-        // repeated stack with the same status costs one increment.
-        let mut current: Vec<Option<(u8, u32, usize)>> = Vec::new();
-        let mut stream = src.file.samples();
-        while let Some(s) = stream.next_sample().map_err(read_err)? {
-            let slot = s.thread as usize;
-            if slot >= current.len() {
-                current.resize(slot + 1, None);
-            }
-            let prev = current[slot];
-            if let Some((status, _, row)) = prev {
-                if !s.stack_changed && status == s.status {
-                    weight[row] += 1;
-                    continue;
-                }
-            }
-            let stack_id = match prev {
-                _ if !want_stack => 0,
-                Some((_, id, _)) if !s.stack_changed => id,
-                _ => table.intern(s.stack),
-            };
+        // The groups come in first-seen order, so the rows do too.
+        let counts = src.aggregate()?;
+        for g in &counts.groups {
+            let stack = counts.stacks.get(g.stack);
             let key = GroupKey {
-                stack_id,
-                thread: if want_thread { s.thread } else { 0 },
-                status: if want_status { s.status } else { 0 },
-                leaf: match (want_leaf, s.stack.first()) {
+                stack_id: if want_stack { g.stack } else { 0 },
+                thread: if want_thread { g.thread } else { 0 },
+                status: if want_status { g.status } else { 0 },
+                leaf: match (want_leaf, stack.first()) {
                     (false, _) => 0,
                     (true, Some(&f)) => f as IdxSize,
                     (true, None) => NO_LEAF,
                 },
-                depth: if want_depth { s.stack.len() as u32 } else { 0 },
+                depth: if want_depth { stack.len() as u32 } else { 0 },
             };
             let row = *rows.entry(key).or_insert_with(|| {
                 keys.push(key);
-                ids.push((s.thread_id, s.interpreter_id));
+                ids.push(counts.threads[g.thread as usize]);
                 weight.push(0);
                 keys.len() - 1
             });
-            weight[row] += 1;
-            current[slot] = Some((s.status, stack_id, row));
+            weight[row] += g.samples as IdxSize;
         }
         let n = keys.len();
         let mut cols = vec![file_column(&src.name, n)];
@@ -705,7 +644,7 @@ impl AnonymousScan for StacksScan {
     fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
         let w = Wanted(args.with_columns.clone());
         let agg = self.0.aggregate()?;
-        let table = &agg.table;
+        let table = &agg.stacks;
         let mut sid = Vec::new();
         let mut pos = Vec::new();
         let mut fid = Vec::new();
@@ -752,26 +691,27 @@ impl AnonymousScan for StackCountsScan {
         let w = Wanted(args.with_columns.clone());
         let src = &self.0;
         let agg = src.aggregate()?;
-        let rows = &agg.rows;
+        let rows = &agg.groups;
         let n = rows.len();
-        let status: Vec<u8> = rows.iter().map(|r| r.3).collect();
+        let status: Vec<u8> = rows.iter().map(|r| r.status).collect();
+        let thread = |r: &GroupCount| agg.threads[r.thread as usize];
         let mut cols = vec![
             file_column(&src.name, n),
             Column::new(
                 "stack_id".into(),
-                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+                rows.iter().map(|r| r.stack).collect::<Vec<_>>(),
             ),
             Column::new(
                 "thread_id".into(),
-                rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+                rows.iter().map(|r| thread(r).0).collect::<Vec<_>>(),
             ),
             Column::new(
                 "interpreter_id".into(),
-                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+                rows.iter().map(|r| thread(r).1).collect::<Vec<_>>(),
             ),
             Column::new(
                 "samples".into(),
-                rows.iter().map(|r| r.4).collect::<Vec<_>>(),
+                rows.iter().map(|r| r.samples).collect::<Vec<_>>(),
             ),
         ];
         cols.extend(status_columns(&w, &status));

@@ -1,6 +1,7 @@
 //! The TACH format: varints, header and footer, tables, sample records, the reader and
 //! the writer. This module knows nothing of output formats.
 
+pub mod counts;
 pub mod error;
 pub mod filter;
 pub mod header;

@@ -230,6 +230,10 @@ impl TachFile {
     pub fn frames(&self) -> &[FrameEntry] {
         &self.frames
     }
+    /// Per frame: the first out-of-range string index it names, if any.
+    pub(crate) fn bad_strings(&self) -> &[Option<u32>] {
+        &self.bad_string
+    }
     /// A frame's function name (frames in samples are always validated).
     pub fn funcname(&self, frame: u32) -> &str {
         self.string(self.frames[frame as usize].funcname)

@@ -1,0 +1,1356 @@
+//! Samples per (stack, thread, status) over a whole file: what the `stacks`,
+//! `stack_counts` and grouped sample scans of `tach query` read.
+//!
+//! Large files are counted on all cores. The decompressed sample stream is cut into
+//! chunks; each chunk is decoded from a record boundary found by looking at its bytes,
+//! with every thread's stack described relative to the (still unknown) stack that
+//! thread had when the chunk began. The chunks are then joined in order: a chunk's
+//! boundary is accepted only if the chunk before it, decoded from a boundary already
+//! accepted, ends exactly there, so a wrong guess can never be taken for data. Each
+//! chunk's relative stacks are made whole with the stacks the chunks before it left.
+//!
+//! Whatever the partial decode cannot decide, and everything wrong with the file,
+//! sends the whole file through the ordinary decoder instead, which then reports the
+//! error at the byte CPython would. The result is the same as that decoder's, down to
+//! the order of stack ids, threads and groups (first seen); tests compare the two.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+
+use rustc_hash::FxHashMap;
+
+use super::error::Result;
+use super::header::{ByteOrder, Compression, MAX_STACK_DEPTH};
+use super::index::StackTable;
+use super::reader::TachFile;
+use super::records::{RecordKind, RECORD_HEADER_SIZE};
+use super::source::{ByteSource, ZstdSource};
+use super::varint;
+
+/// Samples of one (stack, thread, status) group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupCount {
+    /// Stack id in [`StackCounts::stacks`].
+    pub stack: u32,
+    /// Index in [`StackCounts::threads`].
+    pub thread: u32,
+    pub status: u8,
+    pub samples: u64,
+}
+
+/// A whole file counted: unique stacks, threads and groups, each in first-seen order.
+#[derive(Debug, Clone, Default)]
+pub struct StackCounts {
+    pub stacks: StackTable,
+    /// (thread id, interpreter id) of every thread with a record, in first-seen order.
+    pub threads: Vec<(u64, u32)>,
+    pub groups: Vec<GroupCount>,
+}
+
+/// How the stream is cut. Chunks overlap so that the record crossing a chunk's end,
+/// and the bytes the next boundary is found in, are in the chunk's own buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Chunking {
+    /// Distance between chunk starts.
+    pub chunk: usize,
+    /// Bytes past the next chunk's start that a chunk also holds.
+    pub overlap: usize,
+    /// Where a boundary may be: the first `search` bytes of a chunk.
+    pub search: usize,
+    /// Threads decoding chunks.
+    pub workers: usize,
+}
+
+impl Default for Chunking {
+    fn default() -> Self {
+        Chunking {
+            chunk: 4 << 20,
+            // CPython's longest records are REPEATs of about 90 KiB.
+            overlap: 512 << 10,
+            // Longer than most records: a chunk that starts in a longer one may guess
+            // its start wrong, and is then decoded again.
+            search: 4 << 10,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+/// Sample regions (as stored) smaller than this are counted on the calling thread.
+const SPLIT_MIN_STORED: usize = 64 << 10;
+
+impl StackCounts {
+    /// Counts `file`, on all cores when it is large.
+    pub fn count(file: &TachFile) -> Result<Self> {
+        if file.sample_region().len() < SPLIT_MIN_STORED {
+            return Self::count_sequential(file);
+        }
+        Self::count_with(file, Chunking::default()).map(|(c, _)| c)
+    }
+
+    /// Counts with the given chunking; also says how.
+    pub fn count_with(file: &TachFile, chunking: Chunking) -> Result<(Self, Route)> {
+        match count_chunked(file, chunking) {
+            Ok((c, route)) => Ok((c, route)),
+            Err(why) => Self::count_sequential(file).map(|c| (c, Route::Sequential(why))),
+        }
+    }
+
+    /// Counts with the ordinary decoder on the calling thread.
+    pub fn count_sequential(file: &TachFile) -> Result<Self> {
+        let mut stacks = StackTable::default();
+        let mut index: FxHashMap<(u32, u32, u8), usize> = FxHashMap::default();
+        let mut groups: Vec<GroupCount> = Vec::new();
+        // Per thread: (stack id, status, group) of its previous sample, so runs of the
+        // same stack and status cost no hashing.
+        let mut current: Vec<Option<(u32, u8, usize)>> = Vec::new();
+        let mut stream = file.samples();
+        while let Some(s) = stream.next_sample()? {
+            let slot = s.thread as usize;
+            if slot >= current.len() {
+                current.resize(slot + 1, None);
+            }
+            let group = match current[slot] {
+                Some((_, st, g)) if !s.stack_changed && st == s.status => g,
+                prev => {
+                    let id = match prev {
+                        Some((id, _, _)) if !s.stack_changed => id,
+                        _ => stacks.intern(s.stack),
+                    };
+                    let g = *index.entry((id, s.thread, s.status)).or_insert_with(|| {
+                        groups.push(GroupCount {
+                            stack: id,
+                            thread: s.thread,
+                            status: s.status,
+                            samples: 0,
+                        });
+                        groups.len() - 1
+                    });
+                    current[slot] = Some((id, s.status, g));
+                    g
+                }
+            };
+            groups[group].samples += 1;
+        }
+        let threads = stream.threads().collect();
+        Ok(StackCounts {
+            stacks,
+            threads,
+            groups,
+        })
+    }
+
+    /// Samples per stack id over all threads and statuses.
+    pub fn stack_totals(&self) -> Vec<u64> {
+        let mut totals = vec![0u64; self.stacks.len()];
+        for g in &self.groups {
+            totals[g.stack as usize] += g.samples;
+        }
+        totals
+    }
+}
+
+/// How a file was counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// In chunks; `redone` of them were decoded again on the joining thread because
+    /// their guessed start was not a record boundary.
+    Chunked { chunks: usize, redone: usize },
+    /// By the ordinary decoder, for this reason.
+    Sequential(Fallback),
+}
+
+/// Why a file went through the ordinary decoder instead of the chunked one. Except
+/// for a broken file, these are rare; offsets are in the decompressed stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// More frames than a u32 counts.
+    FrameTable,
+    /// The zstd stream could not be read.
+    Zstd,
+    /// A record that is wrong, or runs past its chunk's bytes.
+    Record(usize),
+    /// The chunk before ended past this chunk's bytes (a record longer than the
+    /// overlap).
+    Overrun(usize),
+    /// A stack rule broken, found once the stacks a chunk starts from were known.
+    Stack(usize),
+    TooManyThreads,
+    SampleCount,
+}
+
+/// What the partial decoder checks records against.
+struct Checks<'a> {
+    byte_order: ByteOrder,
+    frame_count: u32,
+    bad_string: &'a [Option<u32>],
+    strings_valid: bool,
+    declared_threads: u32,
+}
+
+impl Checks<'_> {
+    #[inline(always)]
+    fn frame_ok(&self, index: u32) -> bool {
+        index < self.frame_count
+            && (self.strings_valid || self.bad_string[index as usize].is_none())
+    }
+}
+
+/// One chunk of the decompressed stream: bytes from `offset`, and whether they run to
+/// the end of the stream.
+struct Chunk<'a> {
+    index: usize,
+    offset: usize,
+    bytes: ChunkBytes<'a>,
+    last: bool,
+}
+
+enum ChunkBytes<'a> {
+    Mapped(&'a [u8]),
+    Decompressed(Vec<u8>),
+}
+
+impl ChunkBytes<'_> {
+    fn get(&self) -> &[u8] {
+        match self {
+            ChunkBytes::Mapped(b) => b,
+            ChunkBytes::Decompressed(v) => v,
+        }
+    }
+}
+
+/// A decoded chunk on its way to the joining thread, with its bytes (kept in case
+/// its start was guessed wrong and it must be decoded again).
+struct Decoded<'a> {
+    chunk: Chunk<'a>,
+    /// None when no boundary was found near the chunk's start.
+    counts: Option<std::result::Result<ChunkCounts, Fallback>>,
+}
+
+fn count_chunked(
+    file: &TachFile,
+    chunking: Chunking,
+) -> std::result::Result<(StackCounts, Route), Fallback> {
+    let header = file.header();
+    let bad_string = file.bad_strings();
+    let checks = Checks {
+        byte_order: header.byte_order,
+        frame_count: u32::try_from(file.frames().len()).map_err(|_| Fallback::FrameTable)?,
+        bad_string,
+        strings_valid: bad_string.iter().all(Option::is_none),
+        declared_threads: header.thread_count,
+    };
+    let chunking = Chunking {
+        chunk: chunking.chunk.max(1),
+        overlap: chunking.overlap.max(1),
+        search: chunking.search.clamp(1, chunking.overlap.max(1)),
+        workers: chunking.workers.max(1),
+    };
+    let region = file.sample_region();
+    let compression = header.compression;
+    let declared_samples = header.sample_count;
+    let abort = AtomicBool::new(false);
+    let (job_tx, job_rx) = mpsc::sync_channel::<Chunk<'_>>(chunking.workers);
+    let job_rx = Mutex::new(job_rx);
+    let checks = &checks;
+    std::thread::scope(|scope| {
+        let (done_tx, done_rx) = mpsc::channel::<Decoded<'_>>();
+        let abort = &abort;
+        scope.spawn(move || {
+            let ok = match compression {
+                Compression::None => cut_mapped(region, chunking, &job_tx, abort),
+                Compression::Zstd => cut_zstd(region, chunking, &job_tx, abort),
+            };
+            if !ok {
+                abort.store(true, Ordering::Relaxed);
+            }
+        });
+        for _ in 0..chunking.workers {
+            let (job_rx, done_tx) = (&job_rx, done_tx.clone());
+            scope.spawn(move || loop {
+                let job = match job_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok(chunk) = job else { return };
+                if abort.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let counts = decode_guessed(&chunk, chunking, checks);
+                let _ = done_tx.send(Decoded { chunk, counts });
+            });
+        }
+        drop(done_tx);
+        let result = join_in_order(done_rx, chunking, checks);
+        abort.store(true, Ordering::Relaxed);
+        let (joined, route) = result?;
+        if joined.samples != declared_samples {
+            return Err(Fallback::SampleCount);
+        }
+        Ok((joined.finish(), route))
+    })
+}
+
+/// Joins the chunks in stream order as they come in. A chunk whose guessed start is
+/// behind the previous chunk's end is joined after the records in between; one whose
+/// start is not on the records the previous chunk ended at is decoded again from
+/// where it ended, here.
+fn join_in_order(
+    done: mpsc::Receiver<Decoded<'_>>,
+    c: Chunking,
+    checks: &Checks<'_>,
+) -> std::result::Result<(Joined, Route), Fallback> {
+    let mut joined = Joined::default();
+    let mut waiting: BTreeMap<usize, Decoded<'_>> = BTreeMap::new();
+    let (mut next, mut redone) = (0, 0);
+    for d in done {
+        waiting.insert(d.chunk.index, d);
+        while let Some(d) = waiting.remove(&next) {
+            next += 1;
+            let bytes = d.chunk.bytes.get();
+            let offset = d.chunk.offset;
+            let from = joined
+                .end
+                .checked_sub(offset)
+                .filter(|&f| f <= bytes.len())
+                .ok_or(Fallback::Overrun(joined.end))?;
+            let stop = chunk_stop(&d.chunk, c);
+            let mut ok = false;
+            if let Some(Ok(counts)) = d.counts {
+                let start = counts.start - offset;
+                if start >= from {
+                    // The records between, if any, decoded with the stacks now known.
+                    let bridge = decode_range(bytes, offset, from, start, checks)?;
+                    if bridge.end == counts.start {
+                        joined.add(bridge, checks.declared_threads)?;
+                        joined.add(counts, checks.declared_threads)?;
+                        ok = true;
+                    }
+                }
+            }
+            if !ok {
+                redone += 1;
+                let counts = decode_range(bytes, offset, from, stop, checks)?;
+                joined.add(counts, checks.declared_threads)?;
+            }
+            if d.chunk.last {
+                if joined.end != offset + bytes.len() {
+                    return Err(Fallback::Overrun(joined.end));
+                }
+                let route = Route::Chunked {
+                    chunks: next,
+                    redone,
+                };
+                return Ok((joined, route));
+            }
+        }
+    }
+    // The chunks stopped coming before the last: the zstd stream is broken.
+    Err(Fallback::Zstd)
+}
+
+/// Sends chunks of an uncompressed region (no copies).
+fn cut_mapped<'a>(
+    region: &'a [u8],
+    c: Chunking,
+    jobs: &mpsc::SyncSender<Chunk<'a>>,
+    abort: &AtomicBool,
+) -> bool {
+    let mut offset = 0;
+    for index in 0.. {
+        if abort.load(Ordering::Relaxed) {
+            return true;
+        }
+        let end = region.len().min(offset + c.chunk + c.overlap);
+        let last = end == region.len();
+        let chunk = Chunk {
+            index,
+            offset,
+            bytes: ChunkBytes::Mapped(&region[offset..end]),
+            last,
+        };
+        if jobs.send(chunk).is_err() || last {
+            return true;
+        }
+        offset += c.chunk;
+    }
+    true
+}
+
+/// Decompresses and sends chunks; false if the stream is broken (the ordinary decoder
+/// then reports it).
+fn cut_zstd(
+    compressed: &[u8],
+    c: Chunking,
+    jobs: &mpsc::SyncSender<Chunk<'_>>,
+    abort: &AtomicBool,
+) -> bool {
+    let Ok(mut source) = ZstdSource::new(compressed) else {
+        return false;
+    };
+    let want = c.chunk + c.overlap;
+    let mut carried: Vec<u8> = Vec::new();
+    let mut offset = 0;
+    for index in 0.. {
+        if abort.load(Ordering::Relaxed) {
+            return true;
+        }
+        let mut buf = Vec::with_capacity(want);
+        buf.extend_from_slice(&carried);
+        // `more`: the stream may hold bytes past the window.
+        let mut more = true;
+        while buf.len() < want {
+            let window = source.window();
+            let take = window.len().min(want - buf.len());
+            buf.extend_from_slice(&window[..take]);
+            match source.refill(take) {
+                Ok(m) => more = m,
+                Err(_) => return false,
+            }
+            if !more && source.window().is_empty() {
+                break;
+            }
+        }
+        let exhausted = !more && source.window().is_empty();
+        let last = buf.len() < want || exhausted;
+        if !last {
+            carried = buf[c.chunk..].to_vec();
+        }
+        let chunk = Chunk {
+            index,
+            offset,
+            bytes: ChunkBytes::Decompressed(buf),
+            last,
+        };
+        if jobs.send(chunk).is_err() || last {
+            return true;
+        }
+        offset += c.chunk;
+    }
+    true
+}
+
+/// Where the stack a chunk's thread had at the chunk's start continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Root {
+    /// Nothing: the stack is all known.
+    Empty,
+    /// The thread's stack at the chunk's start, less its `k` innermost frames (all of
+    /// them if it has fewer).
+    Drop { slot: u32, k: u32 },
+    /// The outermost `len` frames of partial stack `of` (an error, reported by the
+    /// ordinary decoder, if it has fewer).
+    Suffix { of: u32, len: u32 },
+}
+
+/// The roots of one chunk, numbered in creation order (0 is `Empty`).
+struct Roots {
+    list: Vec<Root>,
+    index: FxHashMap<Root, u32>,
+}
+
+const EMPTY: u32 = 0;
+
+impl Roots {
+    fn new() -> Self {
+        let mut r = Roots {
+            list: Vec::new(),
+            index: FxHashMap::default(),
+        };
+        r.id(Root::Empty);
+        r
+    }
+
+    fn id(&mut self, root: Root) -> u32 {
+        let root = match root {
+            // A thread's stack is never deeper than MAX_STACK_DEPTH.
+            Root::Drop { k, .. } if k as usize >= MAX_STACK_DEPTH => Root::Empty,
+            Root::Suffix { len: 0, .. } => Root::Empty,
+            r => r,
+        };
+        if let Some(&id) = self.index.get(&root) {
+            return id;
+        }
+        let id = self.list.len() as u32;
+        self.list.push(root);
+        self.index.insert(root, id);
+        id
+    }
+
+    /// `root` less `pop` more innermost frames (clamped, as CPython does).
+    fn pop(&mut self, root: u32, pop: u32) -> u32 {
+        match self.list[root as usize] {
+            Root::Empty => EMPTY,
+            Root::Drop { slot, k } => self.id(Root::Drop {
+                slot,
+                k: k.saturating_add(pop),
+            }),
+            Root::Suffix { of, len } => self.id(Root::Suffix {
+                of,
+                len: len.saturating_sub(pop),
+            }),
+        }
+    }
+
+    /// The depth of `root`'s frames, when known.
+    fn depth(&self, root: u32) -> Option<u32> {
+        match self.list[root as usize] {
+            Root::Empty => Some(0),
+            Root::Suffix { len, .. } => Some(len),
+            Root::Drop { .. } => None,
+        }
+    }
+}
+
+/// A thread as one chunk sees it.
+struct ChunkThread {
+    thread_id: u64,
+    interpreter_id: u32,
+    /// Its stack now: the known frames, innermost first, then the root's id.
+    stack: Vec<u32>,
+    /// The partial stack id of `stack`, once interned.
+    stack_id: Option<u32>,
+    /// Its stack at the chunk's start can be at most this deep (deeper would have
+    /// made a record of this chunk exceed MAX_STACK_DEPTH).
+    max_start_depth: u32,
+    /// (status, group) of its previous sample, valid while `stack_id` is.
+    current: Option<(u8, u32)>,
+}
+
+/// A (partial stack, chunk thread, status) group.
+struct ChunkGroup {
+    stack: u32,
+    thread: u32,
+    status: u8,
+    samples: u64,
+}
+
+/// Records of one chunk decoded: their first and end offsets in the stream, and the
+/// counts, with stacks as known frames on a root (partial stacks).
+struct ChunkCounts {
+    start: usize,
+    end: usize,
+    /// Partial stacks: known frames then a root id.
+    stacks: StackTable,
+    roots: Roots,
+    threads: Vec<ChunkThread>,
+    groups: Vec<ChunkGroup>,
+    samples: u64,
+}
+
+/// A cursor over a chunk's bytes that fails (None) at the end.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn varint_u64(&mut self) -> Option<u64> {
+        let (v, n) = varint::decode_u64(self.bytes.get(self.pos..)?).ok()?;
+        self.pos += n;
+        Some(v)
+    }
+    #[inline(always)]
+    fn varint_u32(&mut self) -> Option<u32> {
+        let (v, n) = varint::decode_u32(self.bytes.get(self.pos..)?).ok()?;
+        self.pos += n;
+        Some(v)
+    }
+    #[inline(always)]
+    fn byte(&mut self) -> Option<u8> {
+        let b = *self.bytes.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+    /// A record's thread id, interpreter id and kind.
+    #[inline(always)]
+    fn record_header(&mut self, bo: ByteOrder) -> Option<(u64, u32, RecordKind)> {
+        let h = self.bytes.get(self.pos..self.pos + RECORD_HEADER_SIZE)?;
+        let thread_id = bo.u64(super::header::array(h, 0));
+        let interpreter_id = bo.u32(super::header::array(h, 8));
+        let kind = RecordKind::from_code(h[12])?;
+        self.pos += RECORD_HEADER_SIZE;
+        Some((thread_id, interpreter_id, kind))
+    }
+    /// Reads `out.len()` checked frame indices.
+    #[inline(always)]
+    fn frames(&mut self, checks: &Checks<'_>, out: &mut [u32]) -> Option<()> {
+        for slot in out {
+            let f = self.varint_u32()?;
+            if !checks.frame_ok(f) {
+                return None;
+            }
+            *slot = f;
+        }
+        Some(())
+    }
+}
+
+/// Why [`skip_record`] stopped.
+enum Skip {
+    /// The bytes ran out first.
+    End,
+    /// The bytes are not a valid record.
+    Bad,
+}
+
+/// Skips one record, checking what needs no stack; the position after it.
+fn skip_record(bytes: &[u8], pos: usize, checks: &Checks<'_>) -> std::result::Result<usize, Skip> {
+    let mut c = Cursor { bytes, pos };
+    let skipped = skip_record_at(&mut c, checks);
+    match skipped {
+        Some(()) => Ok(c.pos),
+        // A fault in the last ten bytes may be a varint cut short.
+        None if c.pos + varint::MAX_VARINT_LEN >= bytes.len() => Err(Skip::End),
+        None => Err(Skip::Bad),
+    }
+}
+
+fn skip_record_at(c: &mut Cursor<'_>, checks: &Checks<'_>) -> Option<()> {
+    if c.bytes.len() - c.pos < RECORD_HEADER_SIZE {
+        // Counted as the end by the caller.
+        c.pos = c.bytes.len();
+        return None;
+    }
+    let (thread_id, _, kind) = c.record_header(checks.byte_order)?;
+    // No real thread has id 0, and runs of zero bytes (high bytes of ids and counts)
+    // would otherwise read as endless records of thread 0.
+    if thread_id == 0 {
+        return None;
+    }
+    let count = match kind {
+        RecordKind::Repeat => {
+            let n = c.varint_u32()?;
+            // Entries take two bytes or more. A count the bytes left cannot hold is
+            // taken as not a record: mostly it is not, and the reading must not run to
+            // the window's end, which would stop the search.
+            if n as usize > (c.bytes.len() - c.pos) / 2 {
+                // A fault far from the end: skip_record reports Skip::Bad.
+                c.pos = 0;
+                return None;
+            }
+            for _ in 0..n {
+                c.varint_u64()?;
+                c.byte()?;
+            }
+            return Some(());
+        }
+        RecordKind::Full => {
+            c.varint_u64()?;
+            c.byte()?;
+            c.varint_u32()?
+        }
+        RecordKind::Suffix | RecordKind::PopPush => {
+            c.varint_u64()?;
+            c.byte()?;
+            let first = c.varint_u32()?;
+            let second = c.varint_u32()?;
+            if kind == RecordKind::Suffix && first as u64 + second as u64 > MAX_STACK_DEPTH as u64 {
+                return None;
+            }
+            second
+        }
+    };
+    if count as usize > MAX_STACK_DEPTH {
+        return None;
+    }
+    for _ in 0..count {
+        let f = c.varint_u32()?;
+        if !checks.frame_ok(f) {
+            return None;
+        }
+    }
+    Some(())
+}
+
+/// A record boundary in `window`: the first position every reading that starts in
+/// `window[..search]` and never faults passes through. Readings from the wrong bytes
+/// die or fall in step with the true one within a few records, so when a true
+/// boundary lies in `window[..search]` (`search` longer than any record) the position
+/// found is one too. Only the window's bytes are looked at, so two chunks holding the
+/// same bytes find the same boundary; and the join checks it anyway.
+fn find_boundary(window: &[u8], search: usize, checks: &Checks<'_>) -> Option<usize> {
+    let search = search.min(window.len());
+    let mut live = vec![false; window.len()];
+    live[..search].fill(true);
+    let mut count = search;
+    for p in 0..window.len() {
+        if !live[p] {
+            continue;
+        }
+        if count == 1 {
+            return Some(p);
+        }
+        count -= 1;
+        match skip_record(window, p, checks) {
+            Ok(next) if next < window.len() => {
+                if !live[next] {
+                    live[next] = true;
+                    count += 1;
+                }
+            }
+            // A reading reached the window's end before all met: the true one may be
+            // among those left, so none can be trusted.
+            Ok(_) | Err(Skip::End) => return None,
+            Err(Skip::Bad) => {}
+        }
+    }
+    None
+}
+
+/// Where a chunk's own records end: those starting in its first `chunk` bytes are its
+/// (the last chunk has all the rest).
+fn chunk_stop(chunk: &Chunk<'_>, c: Chunking) -> usize {
+    if chunk.last {
+        chunk.bytes.get().len()
+    } else {
+        c.chunk
+    }
+}
+
+/// A worker's decode of a chunk from a boundary found by looking (the first chunk's
+/// is the stream's start). None when no boundary was found.
+fn decode_guessed(
+    chunk: &Chunk<'_>,
+    c: Chunking,
+    checks: &Checks<'_>,
+) -> Option<std::result::Result<ChunkCounts, Fallback>> {
+    let bytes = chunk.bytes.get();
+    let start = if chunk.index == 0 {
+        0
+    } else {
+        find_boundary(&bytes[..bytes.len().min(c.overlap)], c.search, checks)?
+    };
+    Some(decode_range(
+        bytes,
+        chunk.offset,
+        start,
+        chunk_stop(chunk, c),
+        checks,
+    ))
+}
+
+/// Decodes the records of `bytes` from `start` while they start before `stop`.
+/// `offset` is the stream offset of `bytes[0]`.
+fn decode_range(
+    bytes: &[u8],
+    offset: usize,
+    start: usize,
+    stop: usize,
+    checks: &Checks<'_>,
+) -> std::result::Result<ChunkCounts, Fallback> {
+    let mut d = ChunkDecoder {
+        checks,
+        cur: Cursor { bytes, pos: start },
+        stacks: StackTable::default(),
+        roots: Roots::new(),
+        threads: Vec::new(),
+        thread_index: FxHashMap::default(),
+        last_thread: None,
+        groups: Vec::new(),
+        group_index: FxHashMap::default(),
+        samples: 0,
+        fresh: [0; MAX_STACK_DEPTH],
+    };
+    while d.cur.pos < stop {
+        let at = d.cur.pos;
+        d.record().ok_or(Fallback::Record(offset + at))?;
+    }
+    Ok(ChunkCounts {
+        start: offset + start,
+        end: offset + d.cur.pos,
+        stacks: d.stacks,
+        roots: d.roots,
+        threads: d.threads,
+        groups: d.groups,
+        samples: d.samples,
+    })
+}
+
+struct ChunkDecoder<'a, 'b> {
+    checks: &'a Checks<'a>,
+    cur: Cursor<'b>,
+    stacks: StackTable,
+    roots: Roots,
+    threads: Vec<ChunkThread>,
+    thread_index: FxHashMap<(u64, u32), u32>,
+    last_thread: Option<(u64, u32, u32)>,
+    groups: Vec<ChunkGroup>,
+    group_index: FxHashMap<(u32, u32, u8), u32>,
+    samples: u64,
+    fresh: [u32; MAX_STACK_DEPTH],
+}
+
+impl ChunkDecoder<'_, '_> {
+    #[inline(always)]
+    fn thread(&mut self, thread_id: u64, interpreter_id: u32) -> Option<u32> {
+        if let Some((t, i, slot)) = self.last_thread {
+            if t == thread_id && i == interpreter_id {
+                return Some(slot);
+            }
+        }
+        let slot = match self.thread_index.get(&(thread_id, interpreter_id)) {
+            Some(&s) => s,
+            None => {
+                if self.threads.len() >= self.checks.declared_threads as usize {
+                    return None;
+                }
+                let slot = self.threads.len() as u32;
+                let root = self.roots.id(Root::Drop { slot, k: 0 });
+                let mut stack = Vec::with_capacity(64);
+                stack.push(root);
+                self.threads.push(ChunkThread {
+                    thread_id,
+                    interpreter_id,
+                    stack,
+                    stack_id: None,
+                    max_start_depth: MAX_STACK_DEPTH as u32,
+                    current: None,
+                });
+                self.thread_index.insert((thread_id, interpreter_id), slot);
+                slot
+            }
+        };
+        self.last_thread = Some((thread_id, interpreter_id, slot));
+        Some(slot)
+    }
+
+    /// The partial stack id of thread `slot`'s stack.
+    #[inline(always)]
+    fn stack_id(&mut self, slot: u32) -> u32 {
+        let t = &mut self.threads[slot as usize];
+        match t.stack_id {
+            Some(id) => id,
+            None => {
+                let id = self.stacks.intern(&t.stack);
+                t.stack_id = Some(id);
+                id
+            }
+        }
+    }
+
+    /// Counts one sample of thread `slot` with its current stack.
+    #[inline(always)]
+    fn sample(&mut self, slot: u32, status: u8) {
+        self.samples += 1;
+        if let (Some((st, g)), Some(_)) = (
+            self.threads[slot as usize].current,
+            self.threads[slot as usize].stack_id,
+        ) {
+            if st == status {
+                self.groups[g as usize].samples += 1;
+                return;
+            }
+        }
+        let stack = self.stack_id(slot);
+        let groups = &mut self.groups;
+        let g = *self
+            .group_index
+            .entry((stack, slot, status))
+            .or_insert_with(|| {
+                groups.push(ChunkGroup {
+                    stack,
+                    thread: slot,
+                    status,
+                    samples: 0,
+                });
+                groups.len() as u32 - 1
+            });
+        groups[g as usize].samples += 1;
+        self.threads[slot as usize].current = Some((status, g));
+    }
+
+    /// Checks the depth of thread `slot`'s new stack.
+    #[inline(always)]
+    fn check_depth(&mut self, slot: u32) -> Option<()> {
+        let t = &mut self.threads[slot as usize];
+        let known = t.stack.len() as u32 - 1;
+        let root = t.stack[known as usize];
+        match self.roots.list[root as usize] {
+            Root::Drop { k, .. } => {
+                // known + (start depth - k) <= MAX when the start stack is deeper than k.
+                let room = (MAX_STACK_DEPTH as u32).checked_sub(known)?;
+                t.max_start_depth = t.max_start_depth.min(room.saturating_add(k));
+                Some(())
+            }
+            _ => {
+                let base = self.roots.depth(root)?;
+                (known + base <= MAX_STACK_DEPTH as u32).then_some(())
+            }
+        }
+    }
+
+    fn record(&mut self) -> Option<()> {
+        let (thread_id, interpreter_id, kind) = self.cur.record_header(self.checks.byte_order)?;
+        let slot = self.thread(thread_id, interpreter_id)?;
+        if kind == RecordKind::Repeat {
+            let count = self.cur.varint_u32()?;
+            for _ in 0..count {
+                self.cur.varint_u64()?;
+                let status = self.cur.byte()?;
+                self.sample(slot, status);
+            }
+            return Some(());
+        }
+        self.cur.varint_u64()?;
+        let status = self.cur.byte()?;
+        let first = self.cur.varint_u32()?;
+        match kind {
+            RecordKind::Full => {
+                if first as usize > MAX_STACK_DEPTH {
+                    return None;
+                }
+                let fresh = &mut self.fresh[..first as usize];
+                self.cur.frames(self.checks, fresh)?;
+                let stack = &mut self.threads[slot as usize].stack;
+                stack.clear();
+                stack.extend_from_slice(fresh);
+                stack.push(EMPTY);
+            }
+            RecordKind::Suffix => {
+                let new = self.cur.varint_u32()?;
+                if first as u64 + new as u64 > MAX_STACK_DEPTH as u64 {
+                    return None;
+                }
+                self.cur
+                    .frames(self.checks, &mut self.fresh[..new as usize])?;
+                // The stack is cut to the frames kept, which stay under the new ones.
+                self.keep_outermost(slot, first)?;
+                let fresh = &self.fresh[..new as usize];
+                splice_top(&mut self.threads[slot as usize].stack, 0, fresh);
+            }
+            RecordKind::PopPush => {
+                let push = self.cur.varint_u32()?;
+                if push as usize > MAX_STACK_DEPTH {
+                    return None;
+                }
+                self.cur
+                    .frames(self.checks, &mut self.fresh[..push as usize])?;
+                let fresh = &self.fresh[..push as usize];
+                let stack = &mut self.threads[slot as usize].stack;
+                let known = stack.len() - 1;
+                if first as usize <= known {
+                    splice_top(stack, first as usize, fresh);
+                } else {
+                    let root = self.roots.pop(stack[known], first - known as u32);
+                    stack.clear();
+                    stack.extend_from_slice(fresh);
+                    stack.push(root);
+                }
+            }
+            RecordKind::Repeat => unreachable!("handled above"),
+        }
+        let t = &mut self.threads[slot as usize];
+        t.stack_id = None;
+        t.current = None;
+        self.check_depth(slot)?;
+        self.sample(slot, status);
+        Some(())
+    }
+
+    /// Cuts thread `slot`'s stack to its outermost `shared` frames, as a SUFFIX record
+    /// keeps them. None when the stack is known to have fewer.
+    fn keep_outermost(&mut self, slot: u32, shared: u32) -> Option<()> {
+        let known = self.threads[slot as usize].stack.len() as u32 - 1;
+        let root = self.threads[slot as usize].stack[known as usize];
+        let new_root = if shared == 0 {
+            EMPTY
+        } else {
+            match self.roots.list[root as usize] {
+                // The root's depth is not known yet: name the frames, check them when
+                // joining.
+                Root::Drop { .. } => {
+                    let of = self.stack_id(slot);
+                    self.roots.id(Root::Suffix { of, len: shared })
+                }
+                Root::Empty | Root::Suffix { .. } => {
+                    let base = self.roots.depth(root)?;
+                    if shared > known + base {
+                        return None;
+                    }
+                    if shared > base {
+                        // Keep the outermost `shared - base` known frames on the root.
+                        let stack = &mut self.threads[slot as usize].stack;
+                        let keep = (shared - base) as usize;
+                        stack.drain(..stack.len() - 1 - keep);
+                        return Some(());
+                    }
+                    let Root::Suffix { of, .. } = self.roots.list[root as usize] else {
+                        unreachable!("an empty root has no frames to share")
+                    };
+                    self.roots.id(Root::Suffix { of, len: shared })
+                }
+            }
+        };
+        let stack = &mut self.threads[slot as usize].stack;
+        stack.clear();
+        stack.push(new_root);
+        Some(())
+    }
+}
+
+/// `stack = fresh + stack[keep_from..]`, in place.
+#[inline(always)]
+fn splice_top(stack: &mut Vec<u32>, keep_from: usize, fresh: &[u32]) {
+    if fresh.len() != keep_from {
+        let kept = stack.len() - keep_from;
+        let new_len = fresh.len() + kept;
+        if fresh.len() > keep_from {
+            stack.resize(new_len, 0);
+        }
+        stack.copy_within(keep_from..keep_from + kept, fresh.len());
+        stack.truncate(new_len);
+    }
+    stack[..fresh.len()].copy_from_slice(fresh);
+}
+
+/// The chunks joined so far.
+#[derive(Default)]
+struct Joined {
+    stacks: StackTable,
+    threads: Vec<(u64, u32)>,
+    thread_index: FxHashMap<(u64, u32), u32>,
+    /// Each thread's stack at the end of the chunks joined.
+    stack_now: Vec<Vec<u32>>,
+    groups: Vec<GroupCount>,
+    group_index: FxHashMap<(u32, u32, u8), u32>,
+    end: usize,
+    samples: u64,
+}
+
+impl Joined {
+    /// Adds the records that follow on; an error when something in them is wrong
+    /// once the stacks they start from are known.
+    fn add(&mut self, c: ChunkCounts, declared_threads: u32) -> std::result::Result<(), Fallback> {
+        debug_assert_eq!(c.start, self.end);
+        let mut slots = Vec::with_capacity(c.threads.len());
+        for t in &c.threads {
+            let key = (t.thread_id, t.interpreter_id);
+            let slot = match self.thread_index.get(&key) {
+                Some(&s) => s,
+                None => {
+                    if self.threads.len() >= declared_threads as usize {
+                        return Err(Fallback::TooManyThreads);
+                    }
+                    self.threads.push(key);
+                    self.stack_now.push(Vec::new());
+                    self.thread_index.insert(key, self.threads.len() as u32 - 1);
+                    self.threads.len() as u32 - 1
+                }
+            };
+            if self.stack_now[slot as usize].len() > t.max_start_depth as usize {
+                return Err(Fallback::Stack(c.start));
+            }
+            slots.push(slot);
+        }
+        // Every root's frames, in creation order: a Suffix root names a partial stack
+        // interned before it, on an earlier root.
+        let mut bases: Vec<Vec<u32>> = Vec::with_capacity(c.roots.list.len());
+        let mut scratch = Vec::new();
+        for root in &c.roots.list {
+            let base = match *root {
+                Root::Empty => Vec::new(),
+                Root::Drop { slot, k } => {
+                    let s = &self.stack_now[slots[slot as usize] as usize];
+                    s[(k as usize).min(s.len())..].to_vec()
+                }
+                Root::Suffix { of, len } => {
+                    scratch.clear();
+                    whole_stack(c.stacks.get(of), &bases, &mut scratch);
+                    let Some(from) = scratch.len().checked_sub(len as usize) else {
+                        return Err(Fallback::Stack(c.start));
+                    };
+                    scratch[from..].to_vec()
+                }
+            };
+            bases.push(base);
+        }
+        let mut stack_ids: Vec<Option<u32>> = vec![None; c.stacks.len()];
+        for g in &c.groups {
+            let stack = match stack_ids[g.stack as usize] {
+                Some(id) => id,
+                None => {
+                    scratch.clear();
+                    whole_stack(c.stacks.get(g.stack), &bases, &mut scratch);
+                    let id = self.stacks.intern(&scratch);
+                    stack_ids[g.stack as usize] = Some(id);
+                    id
+                }
+            };
+            let thread = slots[g.thread as usize];
+            let groups = &mut self.groups;
+            let i = *self
+                .group_index
+                .entry((stack, thread, g.status))
+                .or_insert_with(|| {
+                    groups.push(GroupCount {
+                        stack,
+                        thread,
+                        status: g.status,
+                        samples: 0,
+                    });
+                    groups.len() as u32 - 1
+                });
+            groups[i as usize].samples += g.samples;
+        }
+        let ends: Vec<Vec<u32>> = c
+            .threads
+            .iter()
+            .map(|t| {
+                let mut s = Vec::new();
+                whole_stack(&t.stack, &bases, &mut s);
+                s
+            })
+            .collect();
+        for (slot, stack) in slots.into_iter().zip(ends) {
+            self.stack_now[slot as usize] = stack;
+        }
+        self.end = c.end;
+        self.samples += c.samples;
+        Ok(())
+    }
+
+    fn finish(self) -> StackCounts {
+        StackCounts {
+            stacks: self.stacks,
+            threads: self.threads,
+            groups: self.groups,
+        }
+    }
+}
+
+/// A partial stack (known frames, then a root id) made whole, innermost first.
+fn whole_stack(partial: &[u32], bases: &[Vec<u32>], out: &mut Vec<u32>) {
+    let (root, known) = partial
+        .split_last()
+        .expect("a partial stack ends with its root");
+    out.extend_from_slice(known);
+    out.extend_from_slice(&bases[*root as usize]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same(a: &StackCounts, b: &StackCounts) -> bool {
+        a.threads == b.threads
+            && a.groups == b.groups
+            && a.stacks.len() == b.stacks.len()
+            && (0..a.stacks.len() as u32).all(|id| a.stacks.get(id) == b.stacks.get(id))
+    }
+
+    fn golden_files() -> Vec<std::path::PathBuf> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn chunked_counts_equal_the_ordinary_decoders() {
+        for path in golden_files() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let file = TachFile::open(&path).unwrap();
+            let expected = StackCounts::count_sequential(&file).unwrap();
+            for (chunk, overlap, search) in [
+                (16384, 40000, 1024),
+                (4096, 40000, 1024),
+                (1000, 40000, 300),
+                (4096, 4096, 2048),
+                (1024, 2048, 1024),
+                (300, 1500, 750),
+                (1 << 20, 4096, 2048),
+            ] {
+                for workers in [1, 3] {
+                    let chunking = Chunking {
+                        chunk,
+                        overlap,
+                        search,
+                        workers,
+                    };
+                    let (got, route) = StackCounts::count_with(&file, chunking).unwrap();
+                    assert!(same(&got, &expected), "{name} {chunking:?} {route:?}");
+                    // Wide enough for every record but synthetic_rle's longest REPEAT
+                    // (chunk 0 cannot hold it), so nothing may fall back.
+                    if overlap == 40000 && name != "synthetic_rle.bin" {
+                        assert!(
+                            matches!(route, Route::Chunked { .. }),
+                            "{name} {chunking:?} {route:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A file with one byte changed: Ok and equal, or the same error, whichever way
+    /// it is counted.
+    fn compare_corrupted(name: &str, positions: usize, values: &[u8], chunking: Chunking) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("golden/cpython-3.15.2")
+            .join(name);
+        let bytes = std::fs::read(path).unwrap();
+        let file = TachFile::from_bytes(name, bytes.clone()).unwrap();
+        let region = 64..file.header().string_table_offset as usize;
+        let step = (region.len() / positions).max(1);
+        let (mut compared, mut failed, mut chunked) = (0, 0, 0);
+        for at in region.step_by(step) {
+            for &value in values {
+                let mut copy = bytes.clone();
+                copy[at] = value;
+                let Ok(file) = TachFile::from_bytes(name, copy) else {
+                    continue;
+                };
+                let expected = StackCounts::count_sequential(&file).map_err(|e| e.to_string());
+                let got = StackCounts::count_with(&file, chunking);
+                if let Ok((_, Route::Chunked { .. })) = &got {
+                    chunked += 1;
+                }
+                match (&got, &expected) {
+                    (Ok((g, _)), Ok(e)) => assert!(same(g, e), "byte {at} = {value:#x}"),
+                    (Err(g), Err(e)) => assert_eq!(&g.to_string(), e, "byte {at} = {value:#x}"),
+                    _ => panic!(
+                        "byte {at} = {value:#x}: chunked {:?}, ordinary {:?}",
+                        got.map(|(_, r)| r),
+                        expected.map(|_| ())
+                    ),
+                }
+                compared += 1;
+                failed += usize::from(expected.is_err());
+            }
+        }
+        assert!(
+            compared > positions && failed > positions / 4 && chunked > positions / 4,
+            "{name}: {compared} compared, {failed} failed, {chunked} chunked"
+        );
+    }
+
+    #[test]
+    fn corrupted_files_count_the_same_or_fail_the_same() {
+        let chunking = Chunking {
+            chunk: 8192,
+            overlap: 40000,
+            search: 1024,
+            workers: 2,
+        };
+        compare_corrupted("cpu_recursive_none.bin", 400, &[0x00, 0x03, 0xff], chunking);
+        let chunking = Chunking {
+            chunk: 256 << 10,
+            ..chunking
+        };
+        compare_corrupted(
+            "synthetic_many_threads_none.bin",
+            8,
+            &[0x00, 0xff],
+            chunking,
+        );
+    }
+
+    const THREAD_A: u64 = 0x0a0a_0a0a_0a0a_0a0a;
+
+    /// A valid file: thread A samples `first`, thread B fills about 40 KB, then A
+    /// samples `second`. Also returns where A's last record starts.
+    fn two_stacks_apart(first: &[u32], second: &[u32]) -> (Vec<u8>, usize) {
+        use crate::tach::{Compression, Writer};
+        let mut buf = std::io::Cursor::new(Vec::new());
+        let mut w = Writer::builder(1000)
+            .start_time_us(1_000)
+            .compression(Compression::None)
+            .to_writer("memory", &mut buf)
+            .unwrap();
+        for i in 0..300 {
+            w.frame("/app/m.py", &format!("f{i}"), None, None);
+        }
+        let mut t = 2_000;
+        w.write_sample(THREAD_A, 0, t, 1, first).unwrap();
+        for i in 0..2000u32 {
+            t += 1000;
+            let leaf = [280 + i % 7, 290, 291, 292];
+            w.write_sample(0x0b0b, 0, t, 1, &leaf).unwrap();
+        }
+        w.write_sample(THREAD_A, 0, t + 1000, 1, second).unwrap();
+        w.finish().unwrap();
+        let bytes = buf.into_inner();
+        let key: Vec<u8> = THREAD_A.to_le_bytes().into_iter().chain([0; 4]).collect();
+        let last = bytes
+            .windows(key.len())
+            .rposition(|w| w == key.as_slice())
+            .unwrap();
+        (bytes, last)
+    }
+
+    /// The offset of the first count after a record's delta and status.
+    fn first_count_at(bytes: &[u8], record: usize) -> usize {
+        let mut p = record + RECORD_HEADER_SIZE;
+        while bytes[p] & 0x80 != 0 {
+            p += 1;
+        }
+        p + 2
+    }
+
+    fn count_both(
+        bytes: Vec<u8>,
+    ) -> (
+        std::result::Result<StackCounts, String>,
+        Result<StackCounts>,
+    ) {
+        let file = TachFile::from_bytes("crafted.bin", bytes).unwrap();
+        let chunking = Chunking {
+            chunk: 4096,
+            overlap: 8192,
+            search: 1024,
+            workers: 2,
+        };
+        let chunked = StackCounts::count_with(&file, chunking).map(|(c, route)| {
+            assert!(
+                matches!(route, Route::Chunked { chunks, .. } if chunks > 5),
+                "{route:?}"
+            );
+            c
+        });
+        (
+            chunked.map_err(|e| e.to_string()),
+            StackCounts::count_sequential(&file),
+        )
+    }
+
+    #[test]
+    fn stack_rules_across_chunks_are_checked_when_joining() {
+        // A POP_PUSH that makes a stack deeper than 256 only with the depth the thread
+        // had in an earlier chunk.
+        let deep: Vec<u32> = (0..250).collect();
+        let second: Vec<u32> = (250..260).chain(8..250).collect();
+        let (mut bytes, at) = two_stacks_apart(&deep, &second);
+        assert_eq!(bytes[at + 12], RecordKind::PopPush as u8);
+        let (chunked, ordinary) = count_both(bytes.clone());
+        assert!(same(&chunked.unwrap(), &ordinary.unwrap()));
+        let pop = first_count_at(&bytes, at);
+        assert_eq!(bytes[pop], 8);
+        bytes[pop] = 0;
+        let (chunked, ordinary) = count_both(bytes);
+        let e = ordinary.err().unwrap().to_string();
+        assert!(e.contains("260"), "{e}");
+        assert_eq!(chunked.err().unwrap(), e);
+
+        // A SUFFIX sharing more frames than the thread has, from an earlier chunk.
+        let (mut bytes, at) = two_stacks_apart(&[1, 2], &[10, 11, 12, 13, 14, 1, 2]);
+        assert_eq!(bytes[at + 12], RecordKind::Suffix as u8);
+        let (chunked, ordinary) = count_both(bytes.clone());
+        assert!(same(&chunked.unwrap(), &ordinary.unwrap()));
+        let shared = first_count_at(&bytes, at);
+        assert_eq!(bytes[shared], 2);
+        bytes[shared] = 4;
+        let (chunked, ordinary) = count_both(bytes);
+        let e = ordinary.err().unwrap().to_string();
+        assert!(
+            e.contains("shared count 4 exceeds current stack depth 2"),
+            "{e}"
+        );
+        assert_eq!(chunked.err().unwrap(), e);
+    }
+}
