@@ -15,6 +15,7 @@
 //! the order of stack ids, threads and groups (first seen); tests compare the two.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
@@ -24,8 +25,8 @@ use super::error::Result;
 use super::header::{ByteOrder, Compression, MAX_STACK_DEPTH};
 use super::index::StackTable;
 use super::reader::TachFile;
-use super::records::{RecordKind, RECORD_HEADER_SIZE};
-use super::source::{ByteSource, ZstdSource};
+use super::records::{splice_top, RecordKind, RECORD_HEADER_SIZE};
+use super::source::zstd_reader;
 use super::varint;
 
 /// Samples of one (stack, thread, status) group.
@@ -253,13 +254,14 @@ fn count_chunked(
     let (job_tx, job_rx) = mpsc::sync_channel::<Chunk<'_>>(chunking.workers);
     let job_rx = Mutex::new(job_rx);
     let checks = &checks;
+    let spare = &Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         let (done_tx, done_rx) = mpsc::channel::<Decoded<'_>>();
         let abort = &abort;
         scope.spawn(move || {
             let ok = match compression {
                 Compression::None => cut_mapped(region, chunking, &job_tx, abort),
-                Compression::Zstd => cut_zstd(region, chunking, &job_tx, abort),
+                Compression::Zstd => cut_zstd(region, chunking, &job_tx, spare, abort),
             };
             if !ok {
                 abort.store(true, Ordering::Relaxed);
@@ -281,7 +283,7 @@ fn count_chunked(
             });
         }
         drop(done_tx);
-        let result = join_in_order(done_rx, chunking, checks);
+        let result = join_in_order(done_rx, chunking, checks, spare);
         abort.store(true, Ordering::Relaxed);
         let (joined, route) = result?;
         if joined.samples != declared_samples {
@@ -299,6 +301,7 @@ fn join_in_order(
     done: mpsc::Receiver<Decoded<'_>>,
     c: Chunking,
     checks: &Checks<'_>,
+    spare: &Mutex<Vec<Vec<u8>>>,
 ) -> std::result::Result<(Joined, Route), Fallback> {
     let mut joined = Joined::default();
     let mut waiting: BTreeMap<usize, Decoded<'_>> = BTreeMap::new();
@@ -343,6 +346,11 @@ fn join_in_order(
                 };
                 return Ok((joined, route));
             }
+            if let ChunkBytes::Decompressed(buf) = d.chunk.bytes {
+                if let Ok(mut spare) = spare.lock() {
+                    spare.push(buf);
+                }
+            }
         }
     }
     // The chunks stopped coming before the last: the zstd stream is broken.
@@ -378,14 +386,16 @@ fn cut_mapped<'a>(
 }
 
 /// Decompresses and sends chunks; false if the stream is broken (the ordinary decoder
-/// then reports it).
+/// then reports it). Buffers the joining thread is done with come back in `spare`, so
+/// the chunks' memory is reused rather than mapped afresh.
 fn cut_zstd(
     compressed: &[u8],
     c: Chunking,
     jobs: &mpsc::SyncSender<Chunk<'_>>,
+    spare: &Mutex<Vec<Vec<u8>>>,
     abort: &AtomicBool,
 ) -> bool {
-    let Ok(mut source) = ZstdSource::new(compressed) else {
+    let Ok(mut reader) = zstd_reader(compressed) else {
         return false;
     };
     let want = c.chunk + c.overlap;
@@ -395,26 +405,28 @@ fn cut_zstd(
         if abort.load(Ordering::Relaxed) {
             return true;
         }
-        let mut buf = Vec::with_capacity(want);
+        let mut buf = spare
+            .lock()
+            .ok()
+            .and_then(|mut s| s.pop())
+            .unwrap_or_default();
+        buf.clear();
         buf.extend_from_slice(&carried);
-        // `more`: the stream may hold bytes past the window.
-        let mut more = true;
-        while buf.len() < want {
-            let window = source.window();
-            let take = window.len().min(want - buf.len());
-            buf.extend_from_slice(&window[..take]);
-            match source.refill(take) {
-                Ok(m) => more = m,
+        let mut filled = buf.len();
+        buf.resize(want, 0);
+        while filled < want {
+            match reader.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
                 Err(_) => return false,
             }
-            if !more && source.window().is_empty() {
-                break;
-            }
         }
-        let exhausted = !more && source.window().is_empty();
-        let last = buf.len() < want || exhausted;
+        buf.truncate(filled);
+        // A stream that ends exactly at `want` sends one more chunk: the overlap alone.
+        let last = filled < want;
         if !last {
-            carried = buf[c.chunk..].to_vec();
+            carried.clear();
+            carried.extend_from_slice(&buf[c.chunk..]);
         }
         let chunk = Chunk {
             index,
@@ -506,15 +518,13 @@ impl Roots {
 struct ChunkThread {
     thread_id: u64,
     interpreter_id: u32,
-    /// Its stack now: the known frames, innermost first, then the root's id.
-    stack: Vec<u32>,
-    /// The partial stack id of `stack`, once interned.
-    stack_id: Option<u32>,
+    /// Its stack now, a partial stack id.
+    stack: u32,
     /// Its stack at the chunk's start can be at most this deep (deeper would have
     /// made a record of this chunk exceed MAX_STACK_DEPTH).
     max_start_depth: u32,
-    /// (status, group) of its previous sample, valid while `stack_id` is.
-    current: Option<(u8, u32)>,
+    /// (stack, status, group) of its previous sample.
+    current: Option<(u32, u8, u32)>,
 }
 
 /// A (partial stack, chunk thread, status) group.
@@ -523,6 +533,43 @@ struct ChunkGroup {
     thread: u32,
     status: u8,
     samples: u64,
+    /// The next group of the same stack (a short chain: `NO_GROUP` ends it).
+    next: u32,
+}
+
+const NO_GROUP: u32 = u32::MAX;
+
+/// Matches no transition (no stack has this id).
+const NO_TRANSITION: Transition = Transition {
+    from: u32::MAX,
+    pop: 0,
+    push: 0,
+    frames: [0; CACHED_PUSH],
+};
+
+/// Longest push a POP_PUSH transition is remembered for.
+const CACHED_PUSH: usize = 6;
+
+/// A POP_PUSH record applied to a partial stack: the same record on the same stack
+/// always gives the same stack.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Transition {
+    from: u32,
+    pop: u32,
+    push: u32,
+    /// The frames pushed, then zeros.
+    frames: [u32; CACHED_PUSH],
+}
+
+impl std::hash::Hash for Transition {
+    // Two fields per word, and only the frames pushed: this is hashed once per record.
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(self.from as u64 | (self.pop as u64) << 32);
+        h.write_u64(self.push as u64 | (self.frames[0] as u64) << 32);
+        for pair in self.frames[1..(self.push as usize).max(1)].chunks(2) {
+            h.write_u64(pair[0] as u64 | (pair.get(1).copied().unwrap_or(0) as u64) << 32);
+        }
+    }
 }
 
 /// Records of one chunk decoded: their first and end offsets in the stream, and the
@@ -744,14 +791,18 @@ fn decode_range(
         checks,
         cur: Cursor { bytes, pos: start },
         stacks: StackTable::default(),
+        start_limit: Vec::new(),
+        first_group: Vec::new(),
+        transitions: FxHashMap::default(),
+        last_out: Vec::new(),
         roots: Roots::new(),
         threads: Vec::new(),
         thread_index: FxHashMap::default(),
         last_thread: None,
         groups: Vec::new(),
-        group_index: FxHashMap::default(),
         samples: 0,
         fresh: [0; MAX_STACK_DEPTH],
+        scratch: Vec::with_capacity(MAX_STACK_DEPTH + 1),
     };
     while d.cur.pos < stop {
         let at = d.cur.pos;
@@ -771,15 +822,25 @@ fn decode_range(
 struct ChunkDecoder<'a, 'b> {
     checks: &'a Checks<'a>,
     cur: Cursor<'b>,
+    /// Partial stacks: known frames, innermost first, then a root id.
     stacks: StackTable,
+    /// Per partial stack: how deep its thread's stack may have been at the chunk's
+    /// start (u32::MAX when that does not matter).
+    start_limit: Vec<u32>,
+    /// Per partial stack: its first group in `groups`, or `NO_GROUP`.
+    first_group: Vec<u32>,
+    transitions: FxHashMap<Transition, u32>,
+    /// Per partial stack: the last transition taken from it, and where it led.
+    last_out: Vec<(Transition, u32)>,
     roots: Roots,
     threads: Vec<ChunkThread>,
     thread_index: FxHashMap<(u64, u32), u32>,
     last_thread: Option<(u64, u32, u32)>,
     groups: Vec<ChunkGroup>,
-    group_index: FxHashMap<(u32, u32, u8), u32>,
     samples: u64,
     fresh: [u32; MAX_STACK_DEPTH],
+    /// The stack being built by a record.
+    scratch: Vec<u32>,
 }
 
 impl ChunkDecoder<'_, '_> {
@@ -798,13 +859,13 @@ impl ChunkDecoder<'_, '_> {
                 }
                 let slot = self.threads.len() as u32;
                 let root = self.roots.id(Root::Drop { slot, k: 0 });
-                let mut stack = Vec::with_capacity(64);
-                stack.push(root);
+                self.scratch.clear();
+                self.scratch.push(root);
+                let stack = self.intern_scratch()?;
                 self.threads.push(ChunkThread {
                     thread_id,
                     interpreter_id,
                     stack,
-                    stack_id: None,
                     max_start_depth: MAX_STACK_DEPTH as u32,
                     current: None,
                 });
@@ -816,69 +877,73 @@ impl ChunkDecoder<'_, '_> {
         Some(slot)
     }
 
-    /// The partial stack id of thread `slot`'s stack.
-    #[inline(always)]
-    fn stack_id(&mut self, slot: u32) -> u32 {
-        let t = &mut self.threads[slot as usize];
-        match t.stack_id {
-            Some(id) => id,
-            None => {
-                let id = self.stacks.intern(&t.stack);
-                t.stack_id = Some(id);
-                id
+    /// Interns the stack in `scratch` after checking its depth; None if it is known
+    /// to be too deep.
+    fn intern_scratch(&mut self) -> Option<u32> {
+        let known = self.scratch.len() as u32 - 1;
+        let root = self.scratch[known as usize];
+        let limit = match self.roots.list[root as usize] {
+            // known + (start depth - k) <= MAX when the start stack is deeper than k.
+            Root::Drop { k, .. } => (MAX_STACK_DEPTH as u32)
+                .checked_sub(known)?
+                .saturating_add(k),
+            _ => {
+                let base = self.roots.depth(root)?;
+                if known + base > MAX_STACK_DEPTH as u32 {
+                    return None;
+                }
+                u32::MAX
             }
+        };
+        let id = self.stacks.intern(&self.scratch);
+        if id as usize == self.start_limit.len() {
+            self.start_limit.push(limit);
+            self.first_group.push(NO_GROUP);
+            self.last_out.push((NO_TRANSITION, 0));
         }
+        Some(id)
+    }
+
+    /// Thread `slot`'s stack, into `scratch`.
+    fn load_scratch(&mut self, slot: u32) {
+        self.scratch.clear();
+        let id = self.threads[slot as usize].stack;
+        self.scratch.extend_from_slice(self.stacks.get(id));
     }
 
     /// Counts one sample of thread `slot` with its current stack.
     #[inline(always)]
     fn sample(&mut self, slot: u32, status: u8) {
         self.samples += 1;
-        if let (Some((st, g)), Some(_)) = (
-            self.threads[slot as usize].current,
-            self.threads[slot as usize].stack_id,
-        ) {
-            if st == status {
+        let t = &mut self.threads[slot as usize];
+        if let Some((stack, st, g)) = t.current {
+            if stack == t.stack && st == status {
                 self.groups[g as usize].samples += 1;
                 return;
             }
         }
-        let stack = self.stack_id(slot);
-        let groups = &mut self.groups;
-        let g = *self
-            .group_index
-            .entry((stack, slot, status))
-            .or_insert_with(|| {
-                groups.push(ChunkGroup {
-                    stack,
-                    thread: slot,
-                    status,
-                    samples: 0,
-                });
-                groups.len() as u32 - 1
-            });
-        groups[g as usize].samples += 1;
-        self.threads[slot as usize].current = Some((status, g));
-    }
-
-    /// Checks the depth of thread `slot`'s new stack.
-    #[inline(always)]
-    fn check_depth(&mut self, slot: u32) -> Option<()> {
-        let t = &mut self.threads[slot as usize];
-        let known = t.stack.len() as u32 - 1;
-        let root = t.stack[known as usize];
-        match self.roots.list[root as usize] {
-            Root::Drop { k, .. } => {
-                // known + (start depth - k) <= MAX when the start stack is deeper than k.
-                let room = (MAX_STACK_DEPTH as u32).checked_sub(known)?;
-                t.max_start_depth = t.max_start_depth.min(room.saturating_add(k));
-                Some(())
+        let stack = t.stack;
+        let mut g = self.first_group[stack as usize];
+        while g != NO_GROUP {
+            let group = &self.groups[g as usize];
+            if group.thread == slot && group.status == status {
+                break;
             }
-            _ => {
-                let base = self.roots.depth(root)?;
-                (known + base <= MAX_STACK_DEPTH as u32).then_some(())
-            }
+            g = group.next;
         }
+        if g == NO_GROUP {
+            g = self.groups.len() as u32;
+            self.groups.push(ChunkGroup {
+                stack,
+                thread: slot,
+                status,
+                samples: 0,
+                next: self.first_group[stack as usize],
+            });
+            self.first_group[stack as usize] = g;
+        }
+        self.groups[g as usize].samples += 1;
+        t.current = Some((stack, status, g));
     }
 
     fn record(&mut self) -> Option<()> {
@@ -896,17 +961,17 @@ impl ChunkDecoder<'_, '_> {
         self.cur.varint_u64()?;
         let status = self.cur.byte()?;
         let first = self.cur.varint_u32()?;
-        match kind {
+        let stack = match kind {
             RecordKind::Full => {
                 if first as usize > MAX_STACK_DEPTH {
                     return None;
                 }
                 let fresh = &mut self.fresh[..first as usize];
                 self.cur.frames(self.checks, fresh)?;
-                let stack = &mut self.threads[slot as usize].stack;
-                stack.clear();
-                stack.extend_from_slice(fresh);
-                stack.push(EMPTY);
+                self.scratch.clear();
+                self.scratch.extend_from_slice(fresh);
+                self.scratch.push(EMPTY);
+                self.intern_scratch()?
             }
             RecordKind::Suffix => {
                 let new = self.cur.varint_u32()?;
@@ -915,10 +980,11 @@ impl ChunkDecoder<'_, '_> {
                 }
                 self.cur
                     .frames(self.checks, &mut self.fresh[..new as usize])?;
-                // The stack is cut to the frames kept, which stay under the new ones.
+                // `scratch` is cut to the frames kept, which stay under the new ones.
                 self.keep_outermost(slot, first)?;
                 let fresh = &self.fresh[..new as usize];
-                splice_top(&mut self.threads[slot as usize].stack, 0, fresh);
+                splice_top(&mut self.scratch, 0, fresh);
+                self.intern_scratch()?
             }
             RecordKind::PopPush => {
                 let push = self.cur.varint_u32()?;
@@ -927,33 +993,71 @@ impl ChunkDecoder<'_, '_> {
                 }
                 self.cur
                     .frames(self.checks, &mut self.fresh[..push as usize])?;
-                let fresh = &self.fresh[..push as usize];
-                let stack = &mut self.threads[slot as usize].stack;
-                let known = stack.len() - 1;
-                if first as usize <= known {
-                    splice_top(stack, first as usize, fresh);
-                } else {
-                    let root = self.roots.pop(stack[known], first - known as u32);
-                    stack.clear();
-                    stack.extend_from_slice(fresh);
-                    stack.push(root);
+                let from = self.threads[slot as usize].stack;
+                let key = (push as usize <= CACHED_PUSH).then(|| {
+                    let mut frames = [0; CACHED_PUSH];
+                    frames[..push as usize].copy_from_slice(&self.fresh[..push as usize]);
+                    Transition {
+                        from,
+                        pop: first,
+                        push,
+                        frames,
+                    }
+                });
+                let cached = match key {
+                    // A stack's last way out is often its next one (a thread going to
+                    // and fro between two lines): try it before the table.
+                    Some(k) if self.last_out[from as usize].0 == k => {
+                        Some(self.last_out[from as usize].1)
+                    }
+                    Some(k) => {
+                        let to = self.transitions.get(&k).copied();
+                        if let Some(to) = to {
+                            self.last_out[from as usize] = (k, to);
+                        }
+                        to
+                    }
+                    None => None,
+                };
+                match cached {
+                    Some(to) => to,
+                    None => {
+                        self.load_scratch(slot);
+                        let known = self.scratch.len() - 1;
+                        let fresh = &self.fresh[..push as usize];
+                        if first as usize <= known {
+                            splice_top(&mut self.scratch, first as usize, fresh);
+                        } else {
+                            let root = self.roots.pop(self.scratch[known], first - known as u32);
+                            self.scratch.clear();
+                            self.scratch.extend_from_slice(fresh);
+                            self.scratch.push(root);
+                        }
+                        let to = self.intern_scratch()?;
+                        if let Some(k) = key {
+                            self.transitions.insert(k, to);
+                            self.last_out[from as usize] = (k, to);
+                        }
+                        to
+                    }
                 }
             }
             RecordKind::Repeat => unreachable!("handled above"),
-        }
+        };
+        let limit = self.start_limit[stack as usize];
         let t = &mut self.threads[slot as usize];
-        t.stack_id = None;
-        t.current = None;
-        self.check_depth(slot)?;
+        t.stack = stack;
+        t.max_start_depth = t.max_start_depth.min(limit);
         self.sample(slot, status);
         Some(())
     }
 
-    /// Cuts thread `slot`'s stack to its outermost `shared` frames, as a SUFFIX record
-    /// keeps them. None when the stack is known to have fewer.
+    /// Puts the outermost `shared` frames of thread `slot`'s stack in `scratch`, as
+    /// a SUFFIX record keeps them. None when the stack is known to have fewer.
     fn keep_outermost(&mut self, slot: u32, shared: u32) -> Option<()> {
-        let known = self.threads[slot as usize].stack.len() as u32 - 1;
-        let root = self.threads[slot as usize].stack[known as usize];
+        self.load_scratch(slot);
+        let known = self.scratch.len() as u32 - 1;
+        let root = self.scratch[known as usize];
         let new_root = if shared == 0 {
             EMPTY
         } else {
@@ -961,7 +1065,7 @@ impl ChunkDecoder<'_, '_> {
                 // The root's depth is not known yet: name the frames, check them when
                 // joining.
                 Root::Drop { .. } => {
-                    let of = self.stack_id(slot);
+                    let of = self.threads[slot as usize].stack;
                     self.roots.id(Root::Suffix { of, len: shared })
                 }
                 Root::Empty | Root::Suffix { .. } => {
@@ -971,9 +1075,8 @@ impl ChunkDecoder<'_, '_> {
                     }
                     if shared > base {
                         // Keep the outermost `shared - base` known frames on the root.
-                        let stack = &mut self.threads[slot as usize].stack;
                         let keep = (shared - base) as usize;
-                        stack.drain(..stack.len() - 1 - keep);
+                        self.scratch.drain(..known as usize - keep);
                         return Some(());
                     }
                     let Root::Suffix { of, .. } = self.roots.list[root as usize] else {
@@ -983,26 +1086,10 @@ impl ChunkDecoder<'_, '_> {
                 }
             }
         };
-        let stack = &mut self.threads[slot as usize].stack;
-        stack.clear();
-        stack.push(new_root);
+        self.scratch.clear();
+        self.scratch.push(new_root);
         Some(())
     }
-}
-
-/// `stack = fresh + stack[keep_from..]`, in place.
-#[inline(always)]
-fn splice_top(stack: &mut Vec<u32>, keep_from: usize, fresh: &[u32]) {
-    if fresh.len() != keep_from {
-        let kept = stack.len() - keep_from;
-        let new_len = fresh.len() + kept;
-        if fresh.len() > keep_from {
-            stack.resize(new_len, 0);
-        }
-        stack.copy_within(keep_from..keep_from + kept, fresh.len());
-        stack.truncate(new_len);
-    }
-    stack[..fresh.len()].copy_from_slice(fresh);
 }
 
 /// The chunks joined so far.
@@ -1099,7 +1186,7 @@ impl Joined {
             .iter()
             .map(|t| {
                 let mut s = Vec::new();
-                whole_stack(&t.stack, &bases, &mut s);
+                whole_stack(c.stacks.get(t.stack), &bases, &mut s);
                 s
             })
             .collect();

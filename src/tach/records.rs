@@ -797,7 +797,7 @@ fn frames_in_window(
 /// `stack = fresh + stack[keep_from..]`, in place (a splice is much slower). A FULL
 /// record is `keep_from == stack.len()`.
 #[inline(always)]
-fn splice_top(stack: &mut Vec<u32>, keep_from: usize, fresh: &[u32]) {
+pub(crate) fn splice_top(stack: &mut Vec<u32>, keep_from: usize, fresh: &[u32]) {
     // As many frames pushed as popped (the leaf moved to another line or call) leaves
     // the kept frames where they are.
     if fresh.len() != keep_from {

@@ -60,6 +60,22 @@ fn zstd_error(e: std::io::Error) -> FormatError {
     }
 }
 
+/// A zstd stream reader over `compressed`, set up as every reader of ours needs.
+pub(crate) fn zstd_reader(
+    compressed: &[u8],
+) -> Result<zstd::stream::read::Decoder<'static, &[u8]>, FormatError> {
+    // `with_buffer` reads straight from the slice; concatenated frames are read one
+    // after the other, as CPython's reader accepts them.
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(compressed)
+        .map_err(|e| FormatError::Zstd(e.to_string()))?;
+    // CPython's writer uses a 2 MiB window; accept what zstd itself accepts by default
+    // plus headroom for other writers, but never unbounded.
+    decoder
+        .window_log_max(31)
+        .map_err(|e| FormatError::Zstd(e.to_string()))?;
+    Ok(decoder)
+}
+
 /// Decompresses on the calling thread.
 pub struct ZstdSource<'a> {
     decoder: zstd::stream::read::Decoder<'static, &'a [u8]>,
@@ -71,15 +87,7 @@ pub struct ZstdSource<'a> {
 
 impl<'a> ZstdSource<'a> {
     pub fn new(compressed: &'a [u8]) -> Result<Self, FormatError> {
-        // `with_buffer` reads straight from the slice; concatenated frames are read
-        // one after the other, as CPython's reader accepts them.
-        let mut decoder = zstd::stream::read::Decoder::with_buffer(compressed)
-            .map_err(|e| FormatError::Zstd(e.to_string()))?;
-        // CPython's writer uses a 2 MiB window; accept what zstd itself accepts by default
-        // plus headroom for other writers, but never unbounded.
-        decoder
-            .window_log_max(31)
-            .map_err(|e| FormatError::Zstd(e.to_string()))?;
+        let decoder = zstd_reader(compressed)?;
         // Small regions get a small window: no point zeroing a megabyte for a few KiB.
         let window = compressed.len().saturating_mul(8).clamp(4096, ZSTD_WINDOW);
         Ok(ZstdSource {
