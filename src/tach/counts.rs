@@ -995,8 +995,10 @@ impl ChunkDecoder<'_, '_> {
                     .frames(self.checks, &mut self.fresh[..push as usize])?;
                 let from = self.threads[slot as usize].stack;
                 let key = (push as usize <= CACHED_PUSH).then(|| {
+                    // A fixed-size copy (no call), then zeros past the frames pushed.
                     let mut frames = [0; CACHED_PUSH];
-                    frames[..push as usize].copy_from_slice(&self.fresh[..push as usize]);
+                    frames.copy_from_slice(&self.fresh[..CACHED_PUSH]);
+                    frames[push as usize..].fill(0);
                     Transition {
                         from,
                         pop: first,
