@@ -4,10 +4,12 @@
 //! Large files are counted on all cores. The decompressed sample stream is cut into
 //! chunks; each chunk is decoded from a record boundary found by looking at its bytes,
 //! with every thread's stack described relative to the (still unknown) stack that
-//! thread had when the chunk began. The chunks are then joined in order: a chunk's
-//! boundary is accepted only if the chunk before it, decoded from a boundary already
-//! accepted, ends exactly there, so a wrong guess can never be taken for data. Each
-//! chunk's relative stacks are made whole with the stacks the chunks before it left.
+//! thread had when the chunk began. The chunks are then joined in order, each from
+//! where the records joined so far end (a true boundary: the first chunk starts at the
+//! stream's start). A chunk's guessed start is used only if decoding on from that end
+//! lands exactly on it; otherwise the chunk is decoded again from that end, so a wrong
+//! guess costs time, never data. Each chunk's relative stacks are made whole with the
+//! stacks the records before it left.
 //!
 //! Whatever the partial decode cannot decide, and everything wrong with the file,
 //! sends the whole file through the ordinary decoder instead, which then reports the
