@@ -93,10 +93,8 @@ impl StackCounts {
 
     /// Counts with the given chunking; also says how.
     pub fn count_with(file: &TachFile, chunking: Chunking) -> Result<(Self, Route)> {
-        match count_chunked(file, chunking) {
-            Ok((c, route)) => Ok((c, route)),
-            Err(why) => Self::count_sequential(file).map(|c| (c, Route::Sequential(why))),
-        }
+        count_chunked(file, chunking)
+            .or_else(|why| Self::count_sequential(file).map(|c| (c, Route::Sequential(why))))
     }
 
     /// Counts with the ordinary decoder on the calling thread.
@@ -141,15 +139,6 @@ impl StackCounts {
             threads,
             groups,
         })
-    }
-
-    /// Samples per stack id over all threads and statuses.
-    pub fn stack_totals(&self) -> Vec<u64> {
-        let mut totals = vec![0u64; self.stacks.len()];
-        for g in &self.groups {
-            totals[g.stack as usize] += g.samples;
-        }
-        totals
     }
 }
 
@@ -646,71 +635,68 @@ enum Skip {
 
 /// Skips one record, checking what needs no stack; the position after it.
 fn skip_record(bytes: &[u8], pos: usize, checks: &Checks<'_>) -> std::result::Result<usize, Skip> {
+    if bytes.len() - pos < RECORD_HEADER_SIZE {
+        return Err(Skip::End);
+    }
     let mut c = Cursor { bytes, pos };
-    let skipped = skip_record_at(&mut c, checks);
-    match skipped {
-        Some(()) => Ok(c.pos),
-        // A fault in the last ten bytes may be a varint cut short.
-        None if c.pos + varint::MAX_VARINT_LEN >= bytes.len() => Err(Skip::End),
-        None => Err(Skip::Bad),
+    match skip_record_at(&mut c, checks) {
+        Ok(()) => Ok(c.pos),
+        // A read that failed in the last ten bytes may be a varint cut short.
+        Err(Skip::End) if c.pos + varint::MAX_VARINT_LEN >= bytes.len() => Err(Skip::End),
+        Err(_) => Err(Skip::Bad),
     }
 }
 
-fn skip_record_at(c: &mut Cursor<'_>, checks: &Checks<'_>) -> Option<()> {
-    if c.bytes.len() - c.pos < RECORD_HEADER_SIZE {
-        // Counted as the end by the caller.
-        c.pos = c.bytes.len();
-        return None;
-    }
-    let (thread_id, _, kind) = c.record_header(checks.byte_order)?;
+/// [`skip_record`]'s body: `Skip::End` for a read that failed (the caller tells a cut
+/// from a malformed varint by where), `Skip::Bad` for values no record has.
+fn skip_record_at(c: &mut Cursor<'_>, checks: &Checks<'_>) -> std::result::Result<(), Skip> {
+    let (thread_id, _, kind) = c.record_header(checks.byte_order).ok_or(Skip::Bad)?;
     // No real thread has id 0, and runs of zero bytes (high bytes of ids and counts)
     // would otherwise read as endless records of thread 0.
     if thread_id == 0 {
-        return None;
+        return Err(Skip::Bad);
     }
     let count = match kind {
         RecordKind::Repeat => {
-            let n = c.varint_u32()?;
+            let n = c.varint_u32().ok_or(Skip::End)?;
             // Entries take two bytes or more. A count the bytes left cannot hold is
             // taken as not a record: mostly it is not, and the reading must not run to
             // the window's end, which would stop the search.
             if n as usize > (c.bytes.len() - c.pos) / 2 {
-                // A fault far from the end: skip_record reports Skip::Bad.
-                c.pos = 0;
-                return None;
+                return Err(Skip::Bad);
             }
             for _ in 0..n {
-                c.varint_u64()?;
-                c.byte()?;
+                c.varint_u64().ok_or(Skip::End)?;
+                c.byte().ok_or(Skip::End)?;
             }
-            return Some(());
+            return Ok(());
         }
         RecordKind::Full => {
-            c.varint_u64()?;
-            c.byte()?;
-            c.varint_u32()?
+            c.varint_u64().ok_or(Skip::End)?;
+            c.byte().ok_or(Skip::End)?;
+            c.varint_u32().ok_or(Skip::End)?
         }
         RecordKind::Suffix | RecordKind::PopPush => {
-            c.varint_u64()?;
-            c.byte()?;
-            let first = c.varint_u32()?;
-            let second = c.varint_u32()?;
+            c.varint_u64().ok_or(Skip::End)?;
+            c.byte().ok_or(Skip::End)?;
+            let first = c.varint_u32().ok_or(Skip::End)?;
+            let second = c.varint_u32().ok_or(Skip::End)?;
             if kind == RecordKind::Suffix && first as u64 + second as u64 > MAX_STACK_DEPTH as u64 {
-                return None;
+                return Err(Skip::Bad);
             }
             second
         }
     };
     if count as usize > MAX_STACK_DEPTH {
-        return None;
+        return Err(Skip::Bad);
     }
     for _ in 0..count {
-        let f = c.varint_u32()?;
+        let f = c.varint_u32().ok_or(Skip::End)?;
         if !checks.frame_ok(f) {
-            return None;
+            return Err(Skip::Bad);
         }
     }
-    Some(())
+    Ok(())
 }
 
 /// A record boundary in `window`: the first position every reading that starts in
@@ -1410,38 +1396,46 @@ mod tests {
         )
     }
 
+    /// Writes `first` then `second` apart (see [`two_stacks_apart`]), checks that A's
+    /// last record is of `kind` and counts the same both ways, then sets its first
+    /// count from `was` to `now`: both ways must then fail with the same message,
+    /// which says `expected`.
+    fn patched_fails_alike(
+        first: &[u32],
+        second: &[u32],
+        kind: RecordKind,
+        was: u8,
+        now: u8,
+        expected: &str,
+    ) {
+        let (mut bytes, at) = two_stacks_apart(first, second);
+        assert_eq!(bytes[at + 12], kind as u8);
+        let (chunked, ordinary) = count_both(bytes.clone());
+        assert!(same(&chunked.unwrap(), &ordinary.unwrap()));
+        let count = first_count_at(&bytes, at);
+        assert_eq!(bytes[count], was);
+        bytes[count] = now;
+        let (chunked, ordinary) = count_both(bytes);
+        let e = ordinary.err().unwrap().to_string();
+        assert!(e.contains(expected), "{e}");
+        assert_eq!(chunked.err().unwrap(), e);
+    }
+
     #[test]
     fn stack_rules_across_chunks_are_checked_when_joining() {
         // A POP_PUSH that makes a stack deeper than 256 only with the depth the thread
         // had in an earlier chunk.
         let deep: Vec<u32> = (0..250).collect();
         let second: Vec<u32> = (250..260).chain(8..250).collect();
-        let (mut bytes, at) = two_stacks_apart(&deep, &second);
-        assert_eq!(bytes[at + 12], RecordKind::PopPush as u8);
-        let (chunked, ordinary) = count_both(bytes.clone());
-        assert!(same(&chunked.unwrap(), &ordinary.unwrap()));
-        let pop = first_count_at(&bytes, at);
-        assert_eq!(bytes[pop], 8);
-        bytes[pop] = 0;
-        let (chunked, ordinary) = count_both(bytes);
-        let e = ordinary.err().unwrap().to_string();
-        assert!(e.contains("260"), "{e}");
-        assert_eq!(chunked.err().unwrap(), e);
-
+        patched_fails_alike(&deep, &second, RecordKind::PopPush, 8, 0, "260");
         // A SUFFIX sharing more frames than the thread has, from an earlier chunk.
-        let (mut bytes, at) = two_stacks_apart(&[1, 2], &[10, 11, 12, 13, 14, 1, 2]);
-        assert_eq!(bytes[at + 12], RecordKind::Suffix as u8);
-        let (chunked, ordinary) = count_both(bytes.clone());
-        assert!(same(&chunked.unwrap(), &ordinary.unwrap()));
-        let shared = first_count_at(&bytes, at);
-        assert_eq!(bytes[shared], 2);
-        bytes[shared] = 4;
-        let (chunked, ordinary) = count_both(bytes);
-        let e = ordinary.err().unwrap().to_string();
-        assert!(
-            e.contains("shared count 4 exceeds current stack depth 2"),
-            "{e}"
+        patched_fails_alike(
+            &[1, 2],
+            &[10, 11, 12, 13, 14, 1, 2],
+            RecordKind::Suffix,
+            2,
+            4,
+            "shared count 4 exceeds current stack depth 2",
         );
-        assert_eq!(chunked.err().unwrap(), e);
     }
 }
