@@ -983,10 +983,14 @@ impl ChunkDecoder<'_, '_> {
                     .frames(self.checks, &mut self.fresh[..push as usize])?;
                 let from = self.threads[slot as usize].stack;
                 let key = (push as usize <= CACHED_PUSH).then(|| {
-                    // A fixed-size copy (no call), then zeros past the frames pushed.
+                    // A fixed-size select, zeros past the frames pushed: no memcpy or
+                    // memset call and no branch on the push count.
                     let mut frames = [0; CACHED_PUSH];
-                    frames.copy_from_slice(&self.fresh[..CACHED_PUSH]);
-                    frames[push as usize..].fill(0);
+                    for (i, f) in frames.iter_mut().enumerate() {
+                        // All ones when i < push (push is at most MAX_STACK_DEPTH).
+                        let keep = 0u32.wrapping_sub((i as u32).wrapping_sub(push) >> 31);
+                        *f = self.fresh[i] & keep;
+                    }
                     Transition {
                         from,
                         pop: first,

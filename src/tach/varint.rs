@@ -28,6 +28,11 @@ pub fn decode_u64(buf: &[u8]) -> Result<(u64, usize), VarintError> {
         _ => {}
     }
     if let Some(bytes) = buf.first_chunk::<MAX_VARINT_LEN>() {
+        // Two bytes is the next most common length (1 ms timestamp deltas, frame
+        // indices up to 16383): no loop for it.
+        if bytes[1] < 0x80 {
+            return Ok(((bytes[0] & 0x7f) as u64 | (bytes[1] as u64) << 7, 2));
+        }
         // Ten bytes at hand: no bounds check per byte (the usual case mid-stream).
         let mut value: u64 = 0;
         for (i, &byte) in bytes.iter().enumerate() {
@@ -126,6 +131,19 @@ mod tests {
             encode_u64(&mut buf, v);
             assert_eq!(buf.len(), encoded_len(v));
             assert_eq!(decode_u64(&buf), Ok((v, buf.len())));
+            // With more bytes after it (the mid-stream paths), and padded forms.
+            let n = buf.len();
+            buf.extend_from_slice(&[0xff; 12]);
+            assert_eq!(decode_u64(&buf), Ok((v, n)), "{v} followed by more");
+        }
+        // Non-minimal encodings decode to the same value, at every length.
+        for len in 1..=MAX_VARINT_LEN {
+            let mut buf = vec![0x85; len - 1];
+            buf.push(0);
+            let want: u64 = (0..len - 1).map(|i| 5u64 << (7 * i)).sum();
+            assert_eq!(decode_u64(&buf), Ok((want, len)));
+            buf.extend_from_slice(&[0x80; 12]);
+            assert_eq!(decode_u64(&buf), Ok((want, len)), "{len} bytes, padded");
         }
         for v in [0i32, -1, 1, i32::MIN, i32::MAX, -12345] {
             let mut buf = Vec::new();
