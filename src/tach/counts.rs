@@ -55,7 +55,8 @@ pub struct StackCounts {
 /// and the bytes the next boundary is found in, are in the chunk's own buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct Chunking {
-    /// Distance between chunk starts.
+    /// Distance between chunk starts: the least, used near the stream's end. While much
+    /// is left, chunks take up to [`MAX_CHUNK_GROWTH`] times this (see [`next_length`]).
     pub chunk: usize,
     /// Bytes past the next chunk's start that a chunk also holds.
     pub overlap: usize,
@@ -193,20 +194,24 @@ impl Checks<'_> {
 struct Chunk<'a> {
     index: usize,
     offset: usize,
+    /// Distance to the next chunk's start: records starting before it are this chunk's.
+    length: usize,
     bytes: ChunkBytes<'a>,
     last: bool,
 }
 
 enum ChunkBytes<'a> {
     Mapped(&'a [u8]),
-    Decompressed(Vec<u8>),
+    /// A reused buffer and how much of it this chunk filled (what lies past that is
+    /// left over from an earlier chunk: not zeroed again, never read).
+    Decompressed(Vec<u8>, usize),
 }
 
 impl ChunkBytes<'_> {
     fn get(&self) -> &[u8] {
         match self {
             ChunkBytes::Mapped(b) => b,
-            ChunkBytes::Decompressed(v) => v,
+            ChunkBytes::Decompressed(v, filled) => &v[..*filled],
         }
     }
 }
@@ -274,7 +279,7 @@ fn count_chunked(
             });
         }
         drop(done_tx);
-        let result = join_in_order(done_rx, chunking, checks, spare);
+        let result = join_in_order(done_rx, checks, spare);
         abort.store(true, Ordering::Relaxed);
         let (joined, route) = result?;
         if joined.samples != declared_samples {
@@ -290,7 +295,6 @@ fn count_chunked(
 /// where it ended, here.
 fn join_in_order(
     done: mpsc::Receiver<Decoded<'_>>,
-    c: Chunking,
     checks: &Checks<'_>,
     spare: &Mutex<Vec<Vec<u8>>>,
 ) -> std::result::Result<(Joined, Route), Fallback> {
@@ -308,7 +312,7 @@ fn join_in_order(
                 .checked_sub(offset)
                 .filter(|&f| f <= bytes.len())
                 .ok_or(Fallback::Overrun(joined.end))?;
-            let stop = chunk_stop(&d.chunk, c);
+            let stop = chunk_stop(&d.chunk);
             let mut ok = false;
             if let Some(Ok(counts)) = d.counts {
                 let start = counts.start - offset;
@@ -337,7 +341,7 @@ fn join_in_order(
                 };
                 return Ok((joined, route));
             }
-            if let ChunkBytes::Decompressed(buf) = d.chunk.bytes {
+            if let ChunkBytes::Decompressed(buf, _) = d.chunk.bytes {
                 if let Ok(mut spare) = spare.lock() {
                     spare.push(buf);
                 }
@@ -360,20 +364,37 @@ fn cut_mapped<'a>(
         if abort.load(Ordering::Relaxed) {
             return true;
         }
-        let end = region.len().min(offset + c.chunk + c.overlap);
+        let length = next_length(c, Some(region.len() - offset));
+        let end = region.len().min(offset + length + c.overlap);
         let last = end == region.len();
         let chunk = Chunk {
             index,
             offset,
+            length,
             bytes: ChunkBytes::Mapped(&region[offset..end]),
             last,
         };
         if jobs.send(chunk).is_err() || last {
             return true;
         }
-        offset += c.chunk;
+        offset += length;
     }
     true
+}
+
+/// A chunk's length is at most this many times [`Chunking::chunk`].
+pub const MAX_CHUNK_GROWTH: usize = 4;
+
+/// The next chunk's length, given about how many bytes are left (None: not known).
+/// Every chunk learns its stacks and transitions afresh, so fewer, longer chunks cost
+/// less; but the last ones must be short, or one worker finishes long after the other.
+/// So a chunk takes its share of what is left, a `2 * workers`-th, within
+/// `chunk..=MAX_CHUNK_GROWTH * chunk`.
+fn next_length(c: Chunking, remaining: Option<usize>) -> usize {
+    let Some(remaining) = remaining else {
+        return c.chunk;
+    };
+    (remaining / (2 * c.workers)).clamp(c.chunk, c.chunk.saturating_mul(MAX_CHUNK_GROWTH))
 }
 
 /// Decompresses and sends chunks; false if the stream is broken (the ordinary decoder
@@ -389,46 +410,54 @@ fn cut_zstd(
     let Ok(mut reader) = zstd_reader(compressed) else {
         return false;
     };
-    let want = c.chunk + c.overlap;
     let mut carried: Vec<u8> = Vec::new();
     let mut offset = 0;
     for index in 0.. {
         if abort.load(Ordering::Relaxed) {
             return true;
         }
+        // What is left, estimated from the compression ratio so far.
+        let consumed = compressed.len() - reader.get_ref().len();
+        let remaining = (consumed > 0).then(|| {
+            let ratio = (offset + carried.len()) as f64 / consumed as f64;
+            (reader.get_ref().len() as f64 * ratio) as usize
+        });
+        let length = next_length(c, remaining);
+        let want = length + c.overlap;
         let mut buf = spare
             .lock()
             .ok()
             .and_then(|mut s| s.pop())
             .unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(&carried);
-        let mut filled = buf.len();
-        buf.resize(want, 0);
+        if buf.len() < want {
+            buf.resize(want, 0);
+        }
+        buf[..carried.len()].copy_from_slice(&carried);
+        let mut filled = carried.len();
         while filled < want {
-            match reader.read(&mut buf[filled..]) {
+            match reader.read(&mut buf[filled..want]) {
                 Ok(0) => break,
                 Ok(n) => filled += n,
                 Err(_) => return false,
             }
         }
-        buf.truncate(filled);
         // A stream that ends exactly at `want` sends one more chunk: the overlap alone.
         let last = filled < want;
         if !last {
             carried.clear();
-            carried.extend_from_slice(&buf[c.chunk..]);
+            carried.extend_from_slice(&buf[length..want]);
         }
         let chunk = Chunk {
             index,
             offset,
-            bytes: ChunkBytes::Decompressed(buf),
+            length,
+            bytes: ChunkBytes::Decompressed(buf, filled),
             last,
         };
         if jobs.send(chunk).is_err() || last {
             return true;
         }
-        offset += c.chunk;
+        offset += length;
     }
     true
 }
@@ -734,13 +763,13 @@ fn find_boundary(window: &[u8], search: usize, checks: &Checks<'_>) -> Option<us
     None
 }
 
-/// Where a chunk's own records end: those starting in its first `chunk` bytes are its
+/// Where a chunk's own records end: those starting in its first `length` bytes are its
 /// (the last chunk has all the rest).
-fn chunk_stop(chunk: &Chunk<'_>, c: Chunking) -> usize {
+fn chunk_stop(chunk: &Chunk<'_>) -> usize {
     if chunk.last {
         chunk.bytes.get().len()
     } else {
-        c.chunk
+        chunk.length
     }
 }
 
@@ -761,7 +790,7 @@ fn decode_guessed(
         bytes,
         chunk.offset,
         start,
-        chunk_stop(chunk, c),
+        chunk_stop(chunk),
         checks,
     ))
 }
@@ -1230,6 +1259,31 @@ mod tests {
             .collect();
         files.sort();
         files
+    }
+
+    #[test]
+    fn chunks_are_long_while_much_is_left_and_short_at_the_end() {
+        let c = Chunking {
+            chunk: 100,
+            overlap: 10,
+            search: 5,
+            workers: 2,
+        };
+        assert_eq!(next_length(c, None), 100);
+        assert_eq!(next_length(c, Some(1_000_000)), 400);
+        assert_eq!(next_length(c, Some(1000)), 250);
+        assert_eq!(next_length(c, Some(400)), 100);
+        assert_eq!(next_length(c, Some(0)), 100);
+        // A stream cut as cut_mapped cuts it: lengths never grow again once shrinking.
+        let (mut left, mut lengths) = (10_000usize, Vec::new());
+        while left > 0 {
+            let n = next_length(c, Some(left)).min(left);
+            lengths.push(n);
+            left -= n;
+        }
+        assert!(lengths.windows(2).all(|w| w[0] >= w[1]), "{lengths:?}");
+        assert_eq!(lengths[0], 400);
+        assert!(*lengths.last().unwrap() <= 100, "{lengths:?}");
     }
 
     #[test]
