@@ -155,12 +155,17 @@ impl Tree {
 }
 
 /// Per decoder thread slot while building the tree.
-#[derive(Clone, Copy)]
+#[derive(Clone, Default)]
 struct SlotState {
     /// The node stacks hang from: the thread's root frame, or the tree root (merged).
     base: Option<u32>,
     /// The node of the slot's current stack; None after the stack changed.
     leaf: Option<u32>,
+    /// The last stack walked, root first, and the node reached after each of its
+    /// frames: a changed stack is walked on from the deepest frame it shares with it
+    /// (a record usually changes only the innermost frames).
+    path_frames: Vec<u32>,
+    path_nodes: Vec<u32>,
 }
 
 /// Builds the call tree of the kept samples in one pass over the sample stream: per
@@ -187,13 +192,7 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
     while let Some(s) = stream.next_sample()? {
         let i = s.thread as usize;
         if i >= slots.len() {
-            slots.resize(
-                i + 1,
-                SlotState {
-                    base: None,
-                    leaf: None,
-                },
-            );
+            slots.resize_with(i + 1, SlotState::default);
         }
         if s.stack_changed {
             slots[i].leaf = None;
@@ -225,28 +224,38 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
         let leaf = match slots[i].leaf {
             Some(l) => l,
             None => {
-                let mut node = base;
-                for &f in s.stack.iter().rev() {
-                    let Some(slot) = frame_label_id.get_mut(f as usize) else {
-                        continue; // the reader validates frame indices; never index past them
-                    };
-                    if *slot == NONE && is_internal(file, f) {
-                        *slot = SKIP;
+                let slot = &mut slots[i];
+                let shared = slot
+                    .path_frames
+                    .iter()
+                    .zip(s.stack.iter().rev())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                slot.path_frames.truncate(shared);
+                slot.path_nodes.truncate(shared);
+                let mut node = slot.path_nodes.last().copied().unwrap_or(base);
+                for &f in s.stack[..s.stack.len() - shared].iter().rev() {
+                    // The reader validates frame indices; never index past them.
+                    if let Some(label) = frame_label_id.get_mut(f as usize) {
+                        if *label == NONE && is_internal(file, f) {
+                            *label = SKIP;
+                        }
+                        if *label == NONE {
+                            let e = &file.frames()[f as usize];
+                            // lineno -1 is "no location" (it cannot be a real line).
+                            let key = (e.funcname, e.filename, e.lineno);
+                            let labels = &mut tree.labels;
+                            *label = *by_key.entry(key).or_insert_with(|| {
+                                labels.push(Label::Frame(f));
+                                labels.len() as u32 - 1
+                            });
+                        }
+                        if *label != SKIP {
+                            node = tree.child(node, *label);
+                        }
                     }
-                    if *slot == SKIP {
-                        continue;
-                    }
-                    if *slot == NONE {
-                        let e = &file.frames()[f as usize];
-                        // lineno -1 is "no location" (it cannot be a real line).
-                        let key = (e.funcname, e.filename, e.lineno);
-                        let labels = &mut tree.labels;
-                        *slot = *by_key.entry(key).or_insert_with(|| {
-                            labels.push(Label::Frame(f));
-                            labels.len() as u32 - 1
-                        });
-                    }
-                    node = tree.child(node, *slot);
+                    slot.path_frames.push(f);
+                    slot.path_nodes.push(node);
                 }
                 slots[i].leaf = Some(node);
                 node
