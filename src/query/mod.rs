@@ -130,13 +130,20 @@ impl QueryEngine {
     }
 
     /// The checked query as a lazy frame. Count-only aggregates over `samples` run on
-    /// grouped samples ([`pushdown`]) when the rewritten query has the same output
-    /// columns and types as the original; anything else runs as written.
+    /// grouped samples, and `select distinct` over `stacks` columns on a scan that
+    /// leaves out repeated rows itself ([`pushdown`]), when the rewritten query has the
+    /// same output columns and types as the original; anything else runs as written.
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
         let original = self.lazy_as_written(sql)?;
-        let grouped = pushdown::rewrite(sql)
-            .and_then(|r| same_output(&original, self.context().ok()?.execute(&r).ok()?));
-        Ok(grouped.unwrap_or(original))
+        let rewritten = pushdown::rewrite(sql, self.sources.len()).and_then(|r| {
+            let mut ctx = self.context().ok()?;
+            for (k, columns) in r.distinct_stacks.iter().enumerate() {
+                let name = format!("{}_{k}", pushdown::DISTINCT_STACKS_TABLE);
+                ctx.register(&name, tables::distinct_stacks(&self.sources, columns).ok()?);
+            }
+            same_output(&original, ctx.execute(&r.sql).ok()?)
+        });
+        Ok(rewritten.unwrap_or(original))
     }
 
     /// The checked query as a lazy frame, exactly as written (no count pushdown): the

@@ -18,11 +18,19 @@
 //! no subquery or window. Anything else runs unchanged. The caller also checks that
 //! the rewritten query has the original's output columns and types (see
 //! `QueryEngine::lazy`).
+//!
+//! A second rewrite serves the inclusive queries' `select distinct file, stack_id,
+//! funcname from stacks`: a `SELECT DISTINCT` of plain `stacks` columns, with no
+//! WHERE, GROUP BY, ORDER BY or LIMIT, reads [`DISTINCT_STACKS_TABLE`]`_k` instead,
+//! a table of exactly those columns whose scan leaves out repeated rows itself (for
+//! each stack, the frames that give the same values), so polars has no distinct to
+//! compute over one row per frame of every stack. With several files, `file` must be
+//! one of the columns (each file's rows are made distinct on their own).
 
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident,
+    Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident,
     ObjectName, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableFactor, Value,
     Visit, VisitMut, Visitor, VisitorMut,
 };
@@ -35,6 +43,33 @@ use super::tables::is_grouped_column;
 pub const GROUPED_TABLE: &str = "__tach_sample_groups";
 /// Its weight column: the number of samples a row stands for.
 pub const WEIGHT_COLUMN: &str = "__tach_samples";
+/// The distinct stacks tables the second rewrite reads: this, then `_0`, `_1`, ... in
+/// the order of [`Rewritten::distinct_stacks`].
+pub const DISTINCT_STACKS_TABLE: &str = "__tach_distinct_stacks";
+
+/// The columns of `stacks`, which a distinct stacks table may have.
+const STACKS_COLUMNS: [&str; 12] = [
+    "file",
+    "stack_id",
+    "position",
+    "frame_id",
+    "filename",
+    "funcname",
+    "lineno",
+    "end_lineno",
+    "column",
+    "end_column",
+    "opcode",
+    "opname",
+];
+
+/// A rewritten query and the distinct stacks tables it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten {
+    pub sql: String,
+    /// The columns of table `__tach_distinct_stacks_k`, for each k.
+    pub distinct_stacks: Vec<Vec<String>>,
+}
 
 /// Functions that compute one value per row: safe over grouped rows.
 const SCALAR_FUNCTIONS: [&str; 36] = [
@@ -79,9 +114,10 @@ const SCALAR_FUNCTIONS: [&str; 36] = [
 /// Aggregates whose value does not depend on how many times a row repeats.
 const REPEAT_FREE_AGGREGATES: [&str; 2] = ["min", "max"];
 
-/// The rewritten SQL text, or None when the query has no SELECT the rewrite applies
-/// to (or does not parse: polars then reports the error on the original text).
-pub fn rewrite(sql: &str) -> Option<String> {
+/// The rewritten SQL text, or None when the query has no SELECT either rewrite applies
+/// to (or does not parse: polars then reports the error on the original text). `files`
+/// is how many files the query reads.
+pub fn rewrite(sql: &str, files: usize) -> Option<Rewritten> {
     let mut statements = Parser::new(&GenericDialect)
         .with_options(ParserOptions {
             trailing_commas: true,
@@ -93,25 +129,27 @@ pub fn rewrite(sql: &str) -> Option<String> {
     let [Statement::Query(query)] = statements.as_mut_slice() else {
         return None;
     };
-    if defines_cte_named_samples(query) {
-        return None;
-    }
-    let mut rewriter = Rewriter { changed: false };
+    let mut rewriter = Rewriter {
+        changed: false,
+        counts: !defines_cte_named(query, "samples"),
+        distinct: !defines_cte_named(query, "stacks"),
+        files,
+        distinct_stacks: Vec::new(),
+    };
     let _ = VisitMut::visit(query.as_mut(), &mut rewriter);
-    rewriter.changed.then(|| query.to_string())
+    rewriter.changed.then(|| Rewritten {
+        sql: query.to_string(),
+        distinct_stacks: rewriter.distinct_stacks,
+    })
 }
 
-fn defines_cte_named_samples(query: &Query) -> bool {
-    struct Finder(bool);
-    impl Visitor for Finder {
+fn defines_cte_named(query: &Query, name: &str) -> bool {
+    struct Finder<'a>(bool, &'a str);
+    impl Visitor for Finder<'_> {
         type Break = ();
         fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
             if let Some(with) = &q.with {
-                if with
-                    .cte_tables
-                    .iter()
-                    .any(|c| c.alias.name.value == "samples")
-                {
+                if with.cte_tables.iter().any(|c| c.alias.name.value == self.1) {
                     self.0 = true;
                     return ControlFlow::Break(());
                 }
@@ -119,24 +157,93 @@ fn defines_cte_named_samples(query: &Query) -> bool {
             ControlFlow::Continue(())
         }
     }
-    let mut f = Finder(false);
+    let mut f = Finder(false, name);
     let _ = query.visit(&mut f);
     f.0
 }
 
 struct Rewriter {
     changed: bool,
+    /// Whether each rewrite may apply (not when a CTE shadows its table).
+    counts: bool,
+    distinct: bool,
+    files: usize,
+    distinct_stacks: Vec<Vec<String>>,
 }
 
 impl VisitorMut for Rewriter {
     type Break = ();
 
     fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if rewrite_query(query) {
+        if self.counts && rewrite_query(query) {
             self.changed = true;
+        } else if self.distinct {
+            if let Some(columns) =
+                rewrite_distinct_stacks(query, self.files, self.distinct_stacks.len())
+            {
+                self.distinct_stacks.push(columns);
+                self.changed = true;
+            }
         }
         ControlFlow::Continue(())
     }
+}
+
+/// Rewrites a `SELECT DISTINCT` of plain `stacks` columns to read distinct stacks
+/// table `k`; its columns, or None (query untouched).
+fn rewrite_distinct_stacks(query: &mut Query, files: usize, k: usize) -> Option<Vec<String>> {
+    if query.order_by.is_some()
+        || query.limit_clause.is_some()
+        || query.fetch.is_some()
+        || !query.locks.is_empty()
+        || !query.pipe_operators.is_empty()
+    {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    if !matches!(select.distinct, Some(Distinct::Distinct)) {
+        return None;
+    }
+    let (name, qualifier) = single_table(select)?;
+    if name != "stacks" || select.selection.is_some() || select.having.is_some() {
+        return None;
+    }
+    match &select.group_by {
+        GroupByExpr::Expressions(keys, modifiers) if keys.is_empty() && modifiers.is_empty() => {}
+        _ => return None,
+    }
+    let mut columns: Vec<String> = Vec::new();
+    for item in &select.projection {
+        let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+            return None;
+        };
+        let column = match e {
+            Expr::Identifier(id) => &id.value,
+            Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+                [q, c] if q.value == qualifier => &c.value,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if !STACKS_COLUMNS.contains(&column.as_str()) {
+            return None;
+        }
+        if !columns.contains(column) {
+            columns.push(column.clone());
+        }
+    }
+    // Rows of two files are told apart only by `file`.
+    if files > 1 && !columns.iter().any(|c| c == "file") {
+        return None;
+    }
+    if let Some(TableFactor::Table { name, .. }) = select.from.first_mut().map(|t| &mut t.relation)
+    {
+        *name = ObjectName::from(vec![Ident::new(format!("{DISTINCT_STACKS_TABLE}_{k}"))]);
+    }
+    select.distinct = None;
+    Some(columns)
 }
 
 /// Rewrites `query` in place when its body is a SELECT the rewrite applies to.
@@ -204,6 +311,41 @@ fn rewrite_query(query: &mut Query) -> bool {
 /// The qualifier that names `samples` in this SELECT (its alias, else `samples`) when
 /// the rewrite applies to it.
 fn applies_to(select: &Select) -> Option<String> {
+    let (name, qualifier) = single_table(select)?;
+    if name != "samples" {
+        return None;
+    }
+    // Without GROUP BY, grouped rows would change a plain SELECT's row count (and an
+    // aggregate over no rows: count gives 0, sum null).
+    let GroupByExpr::Expressions(keys, modifiers) = &select.group_by else {
+        return None;
+    };
+    if keys.is_empty() || !modifiers.is_empty() {
+        return None;
+    }
+    let aliases = aliases(select);
+    let names = Names {
+        qualifier: &qualifier,
+        aliases: &aliases,
+    };
+    let projection_ok = select.projection.iter().all(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+            names.allows(e, false)
+        }
+        _ => false,
+    });
+    let clauses_ok = keys.iter().all(|e| names.allows(e, true))
+        && select
+            .selection
+            .as_ref()
+            .is_none_or(|e| names.allows(e, false))
+        && select.having.as_ref().is_none_or(|e| names.allows(e, true));
+    (projection_ok && clauses_ok).then_some(qualifier)
+}
+
+/// The one table a plain SELECT reads (no join, table function, hints, ...) and the
+/// qualifier that names it (its alias, else its name).
+fn single_table(select: &Select) -> Option<(String, String)> {
     let plain = select.top.is_none()
         && select.exclude.is_none()
         && select.into.is_none()
@@ -243,40 +385,13 @@ fn applies_to(select: &Select) -> Option<String> {
     if !(with_hints.is_empty() && partitions.is_empty() && index_hints.is_empty()) {
         return None;
     }
-    if name.to_string().trim_matches('"') != "samples" {
-        return None;
-    }
+    let name = name.to_string().trim_matches('"').to_string();
     let qualifier = match alias {
         Some(a) if !a.columns.is_empty() => return None,
         Some(a) => a.name.value.clone(),
-        None => "samples".to_string(),
+        None => name.clone(),
     };
-    // Without GROUP BY, grouped rows would change a plain SELECT's row count (and an
-    // aggregate over no rows: count gives 0, sum null).
-    let GroupByExpr::Expressions(keys, modifiers) = &select.group_by else {
-        return None;
-    };
-    if keys.is_empty() || !modifiers.is_empty() {
-        return None;
-    }
-    let aliases = aliases(select);
-    let names = Names {
-        qualifier: &qualifier,
-        aliases: &aliases,
-    };
-    let projection_ok = select.projection.iter().all(|item| match item {
-        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
-            names.allows(e, false)
-        }
-        _ => false,
-    });
-    let clauses_ok = keys.iter().all(|e| names.allows(e, true))
-        && select
-            .selection
-            .as_ref()
-            .is_none_or(|e| names.allows(e, false))
-        && select.having.as_ref().is_none_or(|e| names.allows(e, true));
-    (projection_ok && clauses_ok).then_some(qualifier)
+    Some((name, qualifier))
 }
 
 fn aliases(select: &Select) -> Vec<String> {
@@ -443,7 +558,9 @@ mod unit {
     use super::*;
 
     fn rewritten(sql: &str) -> Option<String> {
-        rewrite(sql)
+        let r = rewrite(sql, 1)?;
+        assert!(r.distinct_stacks.is_empty(), "{sql}");
+        Some(r.sql)
     }
 
     #[test]
@@ -470,6 +587,68 @@ mod unit {
         )
         .expect("rewritten");
         assert!(nested.contains("FROM __tach_sample_groups"), "{nested}");
+    }
+
+    #[test]
+    fn distinct_stack_columns_are_read_from_a_distinct_table() {
+        let r = rewrite(
+            "select s.funcname, sum(c.samples) as samples \
+             from (select distinct file, stack_id, funcname from stacks) s \
+             join stack_counts c on s.file = c.file and s.stack_id = c.stack_id \
+             group by s.funcname order by samples desc limit 10",
+            2,
+        )
+        .expect("rewritten");
+        assert_eq!(
+            r.sql,
+            "SELECT s.funcname, sum(c.samples) AS samples FROM (SELECT file, stack_id, \
+             funcname FROM __tach_distinct_stacks_0) s JOIN stack_counts c \
+             ON s.file = c.file AND s.stack_id = c.stack_id GROUP BY s.funcname \
+             ORDER BY samples DESC LIMIT 10"
+        );
+        assert_eq!(r.distinct_stacks, [["file", "stack_id", "funcname"]]);
+        // Two of them, an alias, a repeated column; a count rewrite beside them.
+        let r = rewrite(
+            "select * from (select distinct t.funcname as f, t.funcname from stacks t) a, \
+             (select distinct lineno from stacks) b, \
+             (select funcname, count(*) as n from samples group by funcname) c",
+            1,
+        )
+        .expect("rewritten");
+        assert_eq!(r.distinct_stacks, vec![vec!["funcname"], vec!["lineno"]]);
+        assert!(r.sql.contains("FROM __tach_distinct_stacks_1"), "{}", r.sql);
+        assert!(r.sql.contains("FROM __tach_sample_groups"), "{}", r.sql);
+    }
+
+    #[test]
+    fn distinct_queries_it_cannot_answer_are_left_alone() {
+        for (sql, files) in [
+            ("select funcname from stacks", 1),
+            ("select distinct on (stack_id) funcname from stacks", 1),
+            ("select distinct funcname from stacks where lineno > 3", 1),
+            ("select distinct funcname from stacks order by funcname", 1),
+            ("select distinct funcname from stacks limit 3", 1),
+            ("select distinct lower(funcname) from stacks", 1),
+            ("select distinct * from stacks", 1),
+            (
+                "select distinct funcname, count(*) from stacks group by funcname",
+                1,
+            ),
+            (
+                "select distinct s.funcname from stacks s join frames f on s.frame_id = f.frame_id",
+                1,
+            ),
+            ("select distinct funcname from frames", 1),
+            ("select distinct samples from stack_counts", 1),
+            // several files and no `file` column: rows of two files could be equal
+            ("select distinct funcname from stacks", 2),
+            (
+                "with stacks as (select * from frames) select distinct funcname from stacks",
+                1,
+            ),
+        ] {
+            assert_eq!(rewrite(sql, files), None, "{sql}");
+        }
     }
 
     #[test]

@@ -306,10 +306,21 @@ fn scan_lf(
     )
 }
 
-/// Puts the columns in schema order, keeping only those built.
-fn ordered(schema: &Schema, mut cols: Vec<Column>, height: usize) -> PolarsResult<DataFrame> {
+/// Puts the columns in the order polars asked for them (it does not reorder a scan's
+/// output: `select lineno, funcname from stacks` must get lineno first), or in schema
+/// order when it asked for all; keeps only those built.
+fn ordered(
+    schema: &Schema,
+    wanted: &Wanted,
+    mut cols: Vec<Column>,
+    height: usize,
+) -> PolarsResult<DataFrame> {
+    let names: Vec<&str> = match &wanted.0 {
+        Some(list) => list.iter().map(|n| n.as_str()).collect(),
+        None => schema.iter_names().map(|n| n.as_str()).collect(),
+    };
     let mut out = Vec::with_capacity(cols.len());
-    for name in schema.iter_names() {
+    for name in names {
         if let Some(i) = cols.iter().position(|c| c.name() == name) {
             out.push(cols.swap_remove(i));
         }
@@ -470,7 +481,7 @@ impl AnonymousScan for SamplesScan {
                 c.to_string()
             })?);
         }
-        ordered(&samples_schema(), cols, n)
+        ordered(&samples_schema(), &w, cols, n)
     }
 }
 
@@ -624,7 +635,7 @@ impl AnonymousScan for SampleGroupsScan {
         }
         cols.push(Column::new(WEIGHT_COLUMN.into(), weight));
         cols.retain(|c| w.has(c.name()));
-        first_rows(ordered(&sample_groups_schema(), cols, n)?, args.n_rows)
+        first_rows(ordered(&sample_groups_schema(), &w, cols, n)?, args.n_rows)
     }
 }
 
@@ -670,7 +681,171 @@ impl AnonymousScan for StacksScan {
         )?);
         cols.push(ids.into_series().into_column());
         cols.retain(|c| w.has(c.name()));
-        first_rows(ordered(&stacks_schema(), cols, n)?, args.n_rows)
+        first_rows(ordered(&stacks_schema(), &w, cols, n)?, args.n_rows)
+    }
+}
+
+/// The columns of a distinct stacks table: `columns`, in that order.
+fn distinct_stacks_schema(columns: &[String]) -> Schema {
+    let all = stacks_schema();
+    Schema::from_iter(columns.iter().filter_map(|c| all.get_field(c)))
+}
+
+/// `stacks` of one file restricted to `columns`, each distinct row once: what
+/// `select distinct COLUMNS from stacks` gives (the pushdown's second rewrite reads
+/// it). Rows are left out here, by the values they would show, so polars has no
+/// distinct to compute over one row per frame of every stack.
+struct DistinctStacksScan {
+    src: Arc<Source>,
+    columns: Vec<String>,
+}
+
+/// Per frame: an id of the values it shows in the frame columns `columns` (equal
+/// values, equal id). The values are derived as `frames_frame` derives them, text
+/// compared as text.
+struct FrameKeys<'a> {
+    file: &'a TachFile,
+    columns: Vec<&'static str>,
+    of_frame: Vec<u32>,
+    ids: rustc_hash::FxHashMap<Vec<u64>, u32>,
+    texts: rustc_hash::FxHashMap<&'a str, u64>,
+    opnames: rustc_hash::FxHashMap<String, u64>,
+}
+
+impl<'a> FrameKeys<'a> {
+    fn new(file: &'a TachFile, wanted: &dyn Fn(&str) -> bool) -> Self {
+        let columns = ["filename", "funcname", "lineno", "end_lineno", "column"]
+            .into_iter()
+            .chain(["end_column", "opcode", "opname"])
+            .filter(|c| wanted(c))
+            .collect();
+        FrameKeys {
+            file,
+            columns,
+            of_frame: vec![u32::MAX; file.frames().len()],
+            ids: Default::default(),
+            texts: Default::default(),
+            opnames: Default::default(),
+        }
+    }
+
+    fn key(&mut self, frame: u32) -> u32 {
+        if self.columns.is_empty() {
+            return 0;
+        }
+        let cached = self.of_frame[frame as usize];
+        if cached != u32::MAX {
+            return cached;
+        }
+        let file = self.file;
+        let e = &file.frames()[frame as usize];
+        let int = |v: i32| opt_i32(v).map_or(u64::MAX, |v| v as u32 as u64);
+        let (texts, opnames) = (&mut self.texts, &mut self.opnames);
+        let mut text = |t: &'a str| {
+            let n = texts.len() as u64;
+            *texts.entry(t).or_insert(n)
+        };
+        // Named as the `opname` column names it (two numbers could share a name).
+        let mut name_of = |op: u8| {
+            let n = opnames.len() as u64;
+            *opnames.entry(opname(op)).or_insert(n)
+        };
+        let mut values = Vec::with_capacity(self.columns.len());
+        for &c in &self.columns {
+            values.push(match c {
+                "filename" => text(file.string(e.filename)),
+                "funcname" => text(file.string(e.funcname)),
+                "opname" => e.opcode().map_or(u64::MAX, &mut name_of),
+                "lineno" => int(e.lineno),
+                "end_lineno" => int(e.end_lineno),
+                "column" => int(e.column),
+                "end_column" => int(e.end_column),
+                _ => e.opcode().map_or(u64::MAX, u64::from),
+            });
+        }
+        let n = self.ids.len() as u32;
+        let id = *self.ids.entry(values).or_insert(n);
+        self.of_frame[frame as usize] = id;
+        id
+    }
+}
+
+impl AnonymousScan for DistinctStacksScan {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn schema(&self, _: Option<usize>) -> PolarsResult<SchemaRef> {
+        Ok(Arc::new(distinct_stacks_schema(&self.columns)))
+    }
+    fn allows_projection_pushdown(&self) -> bool {
+        true
+    }
+    fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
+        // Rows are told apart by every column of the table, whichever of them the
+        // query reads in the end.
+        let w = Wanted(args.with_columns.clone());
+        let has = |c: &str| self.columns.iter().any(|x| x == c);
+        let agg = self.src.aggregate()?;
+        let table = &agg.stacks;
+        let mut keys = FrameKeys::new(&self.src.file, &has);
+        let (by_stack, by_position, by_frame) = (has("stack_id"), has("position"), has("frame_id"));
+        let mut seen: rustc_hash::FxHashSet<[u32; 4]> = Default::default();
+        let (mut sid, mut pos, mut fid) = (Vec::new(), Vec::new(), Vec::new());
+        for id in 0..table.len() as u32 {
+            for (p, &f) in table.get(id).iter().enumerate() {
+                let row = [
+                    if by_stack { id } else { 0 },
+                    if by_position { p as u32 } else { 0 },
+                    if by_frame { f } else { 0 },
+                    keys.key(f),
+                ];
+                if seen.insert(row) {
+                    sid.push(id);
+                    pos.push(p as u32);
+                    fid.push(f);
+                }
+            }
+        }
+        let n = sid.len();
+        let mut cols = vec![
+            file_column(&self.src.name, n),
+            Column::new("stack_id".into(), sid),
+            Column::new("position".into(), pos),
+        ];
+        let ids = IdxCa::from_vec("frame_id".into(), fid);
+        cols.extend(gather_frame_columns(
+            self.src.frames(),
+            &ids,
+            &|c| has(c) && w.has(c),
+            &|c| c.to_string(),
+        )?);
+        cols.push(ids.into_series().into_column());
+        cols.retain(|c| has(c.name()) && w.has(c.name()));
+        let schema = distinct_stacks_schema(&self.columns);
+        first_rows(ordered(&schema, &w, cols, n)?, args.n_rows)
+    }
+}
+
+/// A distinct stacks table over all sources (see [`DistinctStacksScan`]). Rows of
+/// different files are distinct only if `file` is one of the columns, which the
+/// rewrite requires when there are several.
+pub fn distinct_stacks(sources: &[Arc<Source>], columns: &[String]) -> PolarsResult<LazyFrame> {
+    let per_file = sources
+        .iter()
+        .map(|s| {
+            scan_lf(
+                DistinctStacksScan {
+                    src: s.clone(),
+                    columns: columns.to_vec(),
+                },
+                distinct_stacks_schema(columns),
+                "tach distinct stacks",
+            )
+        })
+        .collect::<PolarsResult<Vec<_>>>()?;
+    match per_file.len() {
+        1 => Ok(per_file.into_iter().next().unwrap_or_default()),
+        _ => concat(per_file, UnionArgs::default()),
     }
 }
 
@@ -716,7 +891,7 @@ impl AnonymousScan for StackCountsScan {
         ];
         cols.extend(status_columns(&w, &status));
         cols.retain(|c| w.has(c.name()));
-        first_rows(ordered(&stack_counts_schema(), cols, n)?, args.n_rows)
+        first_rows(ordered(&stack_counts_schema(), &w, cols, n)?, args.n_rows)
     }
 }
 
