@@ -37,7 +37,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 
-use super::tables::is_grouped_column;
+use super::tables::{is_grouped_column, stacks_schema};
 
 /// The grouped samples table the rewrite reads; not listed in `--schema`.
 pub const GROUPED_TABLE: &str = "__tach_sample_groups";
@@ -46,22 +46,6 @@ pub const WEIGHT_COLUMN: &str = "__tach_samples";
 /// The distinct stacks tables the second rewrite reads: this, then `_0`, `_1`, ... in
 /// the order of [`Rewritten::distinct_stacks`].
 pub const DISTINCT_STACKS_TABLE: &str = "__tach_distinct_stacks";
-
-/// The columns of `stacks`, which a distinct stacks table may have.
-const STACKS_COLUMNS: [&str; 12] = [
-    "file",
-    "stack_id",
-    "position",
-    "frame_id",
-    "filename",
-    "funcname",
-    "lineno",
-    "end_lineno",
-    "column",
-    "end_column",
-    "opcode",
-    "opname",
-];
 
 /// A rewritten query and the distinct stacks tables it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,7 +211,7 @@ fn rewrite_distinct_stacks(query: &mut Query, files: usize, k: usize) -> Option<
             },
             _ => return None,
         };
-        if !STACKS_COLUMNS.contains(&column.as_str()) {
+        if !stacks_schema().contains(column) {
             return None;
         }
         if !columns.contains(column) {

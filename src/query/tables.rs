@@ -705,7 +705,7 @@ struct DistinctStacksScan {
 /// compared as text.
 struct FrameKeys<'a> {
     file: &'a TachFile,
-    columns: Vec<&'static str>,
+    columns: Vec<String>,
     of_frame: Vec<u32>,
     ids: rustc_hash::FxHashMap<Vec<u64>, u32>,
     texts: rustc_hash::FxHashMap<&'a str, u64>,
@@ -714,9 +714,9 @@ struct FrameKeys<'a> {
 
 impl<'a> FrameKeys<'a> {
     fn new(file: &'a TachFile, wanted: &dyn Fn(&str) -> bool) -> Self {
-        let columns = ["filename", "funcname", "lineno", "end_lineno", "column"]
+        let columns = frame_fields()
             .into_iter()
-            .chain(["end_column", "opcode", "opname"])
+            .map(|f| f.name.to_string())
             .filter(|c| wanted(c))
             .collect();
         FrameKeys {
@@ -751,8 +751,8 @@ impl<'a> FrameKeys<'a> {
             *opnames.entry(opname(op)).or_insert(n)
         };
         let mut values = Vec::with_capacity(self.columns.len());
-        for &c in &self.columns {
-            values.push(match c {
+        for c in &self.columns {
+            values.push(match c.as_str() {
                 "filename" => text(file.string(e.filename)),
                 "funcname" => text(file.string(e.funcname)),
                 "opname" => e.opcode().map_or(u64::MAX, &mut name_of),
@@ -843,10 +843,7 @@ pub fn distinct_stacks(sources: &[Arc<Source>], columns: &[String]) -> PolarsRes
             )
         })
         .collect::<PolarsResult<Vec<_>>>()?;
-    match per_file.len() {
-        1 => Ok(per_file.into_iter().next().unwrap_or_default()),
-        _ => concat(per_file, UnionArgs::default()),
-    }
+    union_of(per_file)
 }
 
 /// The `stack_counts` table of one file: samples per (stack, thread, status).
@@ -930,6 +927,11 @@ pub fn table(name: &str, sources: &[Arc<Source>]) -> PolarsResult<LazyFrame> {
             })
         })
         .collect::<PolarsResult<_>>()?;
+    union_of(per_file)
+}
+
+/// The files' frames of one table as one.
+fn union_of(per_file: Vec<LazyFrame>) -> PolarsResult<LazyFrame> {
     match per_file.len() {
         1 => Ok(per_file.into_iter().next().unwrap_or_default()),
         _ => concat(per_file, UnionArgs::default()),

@@ -957,6 +957,24 @@ fn canonical_rows(df: &DataFrame) -> Vec<Vec<String>> {
 // Count-only aggregates over `samples` run on grouped samples (src/query/pushdown.rs);
 // each must give the answer of the same query run as written, column names and types
 // included, and must really take the grouped path.
+/// Runs `sql` as the engine plans it (rewrites included) and exactly as written, and
+/// requires the same schema and rows (in order where it has a LIMIT: the queries that
+/// have one order totally). Returns the answer as written.
+fn assert_answer_as_written(e: &QueryEngine, sql: &str, names: &[&str]) -> DataFrame {
+    let ours = run(e, sql);
+    let written = e.lazy_as_written(sql).unwrap().collect().unwrap();
+    assert_eq!(ours.schema(), written.schema(), "{names:?} {sql}");
+    if sql.contains("limit") {
+        assert!(ours.equals_missing(&written), "{names:?} {sql}");
+    }
+    assert_eq!(
+        canonical_rows(&ours),
+        canonical_rows(&written),
+        "{names:?} {sql}"
+    );
+    written
+}
+
 #[test]
 fn count_pushdown_answers_equal_the_query_as_written() {
     let queries = [
@@ -1002,19 +1020,8 @@ fn count_pushdown_answers_equal_the_query_as_written() {
                 plan.contains(tach::query::pushdown::WEIGHT_COLUMN),
                 "{sql}\n{plan}"
             );
-            let grouped = run(&e, sql);
-            let written = e.lazy_as_written(sql).unwrap().collect().unwrap();
-            assert_eq!(grouped.schema(), written.schema(), "{names:?} {sql}");
+            let written = assert_answer_as_written(&e, sql, names);
             nonempty += usize::from(written.height() > 0);
-            if sql.contains("limit") {
-                // Fully ordered (ties broken by funcname): the same rows in order.
-                assert!(grouped.equals_missing(&written), "{names:?} {sql}");
-            }
-            assert_eq!(
-                canonical_rows(&grouped),
-                canonical_rows(&written),
-                "{names:?} {sql}"
-            );
         }
     }
     // Nearly every query has rows on every file (the filtered ones may not).
@@ -1149,17 +1156,7 @@ fn distinct_stacks_answer_equals_the_query_as_written() {
                 rewritten += 1;
                 assert!(!plan.contains("UNIQUE"), "{names:?} {sql}\n{plan}");
             }
-            let ours = run(&e, sql);
-            let written = e.lazy_as_written(sql).unwrap().collect().unwrap();
-            assert_eq!(ours.schema(), written.schema(), "{names:?} {sql}");
-            if sql.contains("limit") {
-                assert!(ours.equals_missing(&written), "{names:?} {sql}");
-            }
-            assert_eq!(
-                canonical_rows(&ours),
-                canonical_rows(&written),
-                "{names:?} {sql}"
-            );
+            assert_answer_as_written(&e, sql, names);
         }
     }
     assert!(rewritten >= 30, "{rewritten}");
