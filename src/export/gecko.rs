@@ -78,12 +78,76 @@ struct States {
 }
 
 struct Marker {
+    /// The thread's own string id (see [`LocalStrings`]) until the threads' strings
+    /// are merged, an id in the shared array after.
     name: u32,
     /// The name without spaces, CPython's `data.type`.
     kind: &'static str,
     start: f64,
     end: f64,
     category: u8,
+}
+
+/// A kept sample as the sequential pass hands it to its thread.
+struct Event {
+    /// The sample's place among all kept samples: strings are ordered by first use.
+    seq: u64,
+    now: f64,
+    /// The decoder slot (one per thread and interpreter).
+    slot: u32,
+    /// How many frames this sample appended to the thread's `pending_frames`, or
+    /// [`SAME`] when the slot's stack did not change since its previous sample.
+    frames: u32,
+    status: u8,
+}
+
+const SAME: u32 = u32::MAX;
+
+/// Kept samples handed to the threads before they are replayed (on all cores): this
+/// bounds the memory the hand-over holds.
+const REPLAY_EVERY: usize = 1 << 20;
+
+/// A string a thread uses, named before the shared array exists.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum StrKey {
+    /// A canonical TACH string.
+    Tach(u32),
+    /// The basename of a canonical TACH filename.
+    Basename(u32),
+    Marker(&'static str),
+}
+
+/// A thread's strings, numbered in the order it first used them, each with the sample
+/// that first used it. CPython interns into one array while it walks the samples in
+/// file order; merging all threads' strings by that sample gives the same order.
+#[derive(Default)]
+struct LocalStrings {
+    ids: Map<StrKey, u32>,
+    first_use: Vec<(u64, StrKey)>,
+}
+
+impl LocalStrings {
+    fn intern(&mut self, key: StrKey, seq: u64) -> u32 {
+        let first_use = &mut self.first_use;
+        *self.ids.entry(key).or_insert_with(|| {
+            first_use.push((seq, key));
+            first_use.len() as u32 - 1
+        })
+    }
+}
+
+/// What a decoder slot's previous sample left in its thread, so the next one redoes
+/// only what changed.
+struct SlotState {
+    slot: u32,
+    /// The previous sample's gecko stack index (NONE: no kept frames) and GC flag.
+    index: u32,
+    has_gc: bool,
+    /// The last processed stack's kept frames (innermost first) and, root first, the
+    /// gecko stack index of each of its prefixes: a new stack sharing the outer frames
+    /// starts from the deepest shared prefix instead of the root.
+    kept: Vec<u32>,
+    prefixes: Vec<u32>,
 }
 
 struct Thread {
@@ -120,6 +184,15 @@ struct Thread {
     samples_stack: Vec<u32>,
     samples_time: Vec<f64>,
     markers: Vec<Marker>,
+
+    /// String ids in the tables above are this thread's own until [`Thread::to_shared`].
+    strings: LocalStrings,
+    /// Samples handed over and not yet replayed, and their changed stacks, back to back.
+    pending: Vec<Event>,
+    pending_frames: Vec<u32>,
+    slots: Vec<SlotState>,
+    /// The sample being replayed: its frames without the profiler's own.
+    kept: Vec<u32>,
 }
 
 impl Thread {
@@ -150,7 +223,285 @@ impl Thread {
             samples_stack: Vec::new(),
             samples_time: Vec::new(),
             markers: Vec::new(),
+            strings: LocalStrings::default(),
+            pending: Vec::new(),
+            pending_frames: Vec::new(),
+            slots: Vec::new(),
+            kept: Vec::new(),
         }
+    }
+
+    /// Builds this thread's part of the profile from the samples handed to it, in
+    /// their order: CPython's `_process_stack` and marker tracking, per sample.
+    fn replay(&mut self, file: &TachFile, facts: &StringFacts) {
+        let events = std::mem::take(&mut self.pending);
+        let frames = std::mem::take(&mut self.pending_frames);
+        let mut at = 0;
+        for e in &events {
+            let stack = (e.frames != SAME).then(|| {
+                let s = &frames[at..at + e.frames as usize];
+                at += e.frames as usize;
+                s
+            });
+            self.sample(file, facts, e, stack);
+        }
+        // The buffers are handed over again, with their capacity.
+        self.pending = events;
+        self.pending.clear();
+        self.pending_frames = frames;
+        self.pending_frames.clear();
+    }
+
+    /// One sample; `stack` is None when its slot's stack did not change.
+    fn sample(&mut self, file: &TachFile, facts: &StringFacts, e: &Event, stack: Option<&[u32]>) {
+        let (now, st, seq) = (e.now, e.status, e.seq);
+        let slot = match self.slots.iter().position(|s| s.slot == e.slot) {
+            Some(i) => i,
+            None => {
+                self.slots.push(SlotState {
+                    slot: e.slot,
+                    index: NONE,
+                    has_gc: false,
+                    kept: Vec::new(),
+                    prefixes: Vec::new(),
+                });
+                self.slots.len() - 1
+            }
+        };
+        let frames = file.frames();
+        let has_gc = match stack {
+            Some(stack) => {
+                self.kept.clear();
+                self.kept.extend(
+                    stack
+                        .iter()
+                        .copied()
+                        .filter(|&f| !facts.internal[frames[f as usize].filename as usize]),
+                );
+                self.kept
+                    .iter()
+                    .any(|&f| facts.gc[frames[f as usize].funcname as usize])
+            }
+            None => self.slots[slot].has_gc,
+        };
+
+        let strings = &mut self.strings;
+        let markers = &mut self.markers;
+        let init = self.initialized;
+        let s = &mut self.states;
+        let mut m = Markers {
+            strings,
+            markers,
+            seq,
+            now,
+        };
+        let has_gil = st & status::HAS_GIL != 0;
+        let on_cpu = st & status::ON_CPU != 0;
+        let gil_requested = st & status::GIL_REQUESTED != 0;
+        let has_exception = st & status::HAS_EXCEPTION != 0;
+        m.track(
+            init,
+            has_gil,
+            &mut s.has_gil,
+            &mut s.no_gil,
+            GIL,
+            CATEGORY_GIL,
+        );
+        m.track(
+            init,
+            on_cpu,
+            &mut s.on_cpu,
+            &mut s.off_cpu,
+            CPU,
+            CATEGORY_CPU,
+        );
+        if has_gil {
+            m.track(
+                init,
+                true,
+                &mut s.python_code,
+                &mut s.native_code,
+                PYTHON_NATIVE,
+                CATEGORY_CODE_TYPE,
+            );
+        } else if on_cpu {
+            m.track(
+                init,
+                true,
+                &mut s.native_code,
+                &mut s.python_code,
+                NATIVE_PYTHON,
+                CATEGORY_CODE_TYPE,
+            );
+        } else if init {
+            m.close(&mut s.python_code, PYTHON_NATIVE[0], CATEGORY_CODE_TYPE);
+            m.close(&mut s.native_code, NATIVE_PYTHON[0], CATEGORY_CODE_TYPE);
+        }
+        if gil_requested {
+            s.gil_wait.get_or_insert(now);
+        } else {
+            m.close(&mut s.gil_wait, GIL_WAIT, CATEGORY_GIL);
+        }
+        m.track(
+            init,
+            has_exception,
+            &mut s.exception,
+            &mut s.no_exception,
+            EXCEPTION,
+            CATEGORY_EXCEPTION,
+        );
+        if has_gc {
+            s.gc.get_or_insert(now);
+        } else {
+            m.close(&mut s.gc, GC_COLLECTING, CATEGORY_GC);
+        }
+        self.initialized = true;
+
+        // The same stack as this slot's previous sample reuses its stack index.
+        let index = match stack {
+            None => self.slots[slot].index,
+            Some(_) if self.kept.is_empty() => NONE,
+            Some(_) => self.process_stack(file, facts, slot, seq),
+        };
+        let state = &mut self.slots[slot];
+        state.index = index;
+        state.has_gc = has_gc;
+        if index != NONE {
+            self.samples_stack.push(index);
+            self.samples_time.push(now);
+        }
+    }
+
+    /// CPython's `_process_stack`: root to leaf, func, frame, then stack entries.
+    /// The outer frames this slot's previous stack shares are not looked up again:
+    /// they gave these same prefixes, and created nothing new then.
+    fn process_stack(
+        &mut self,
+        file: &TachFile,
+        facts: &StringFacts,
+        slot: usize,
+        seq: u64,
+    ) -> u32 {
+        let mut last = std::mem::take(&mut self.slots[slot].kept);
+        let mut prefixes = std::mem::take(&mut self.slots[slot].prefixes);
+        let kept = std::mem::take(&mut self.kept);
+        let shared = kept
+            .iter()
+            .rev()
+            .zip(last.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        prefixes.truncate(shared);
+        let mut prefix = prefixes.last().copied().unwrap_or(NONE);
+        let fresh = kept.len() - shared;
+        for &f in kept[..fresh].iter().rev() {
+            let frame_idx = match self.tach_frames.get(&f) {
+                Some(&i) => i,
+                None => {
+                    let i = self.create_frame(file, facts, f, seq);
+                    self.tach_frames.insert(f, i);
+                    i
+                }
+            };
+            prefix = match self.stack_cache.get(&(frame_idx, prefix)) {
+                Some(&s) => s,
+                None => {
+                    let s = self.stack_frame.len() as u32;
+                    self.stack_frame.push(frame_idx);
+                    self.stack_prefix.push(prefix);
+                    let fname = file.frames()[f as usize].filename;
+                    let cat = if facts.python[fname as usize] {
+                        CATEGORY_PYTHON
+                    } else {
+                        CATEGORY_NATIVE
+                    };
+                    self.stack_category.push(cat);
+                    self.stack_cache.insert((frame_idx, prefix), s);
+                    s
+                }
+            };
+            prefixes.push(prefix);
+        }
+        last.clear();
+        last.extend_from_slice(&kept);
+        self.slots[slot].kept = last;
+        self.slots[slot].prefixes = prefixes;
+        self.kept = kept;
+        prefix
+    }
+
+    /// CPython's `_get_or_create_func` + `_get_or_create_frame` for one TACH frame.
+    fn create_frame(&mut self, file: &TachFile, facts: &StringFacts, f: u32, seq: u64) -> u32 {
+        let entry = file.frames()[f as usize];
+        let filename = facts.canon[entry.filename as usize];
+        let funcname = facts.canon[entry.funcname as usize];
+        // CPython sees `location` None (no line) or a tuple; a missing column is -1.
+        let (lineno, col) = match entry.location() {
+            None => (None, None),
+            Some(l) => (Some(l.lineno), (l.column >= 0).then_some(l.column)),
+        };
+        let func = match self.func_cache.get(&(filename, funcname)) {
+            Some(&i) => i,
+            None => {
+                let i = self.func_name.len() as u32;
+                let name = self.strings.intern(StrKey::Tach(funcname), seq);
+                self.func_name.push(name);
+                let py = facts.python[filename as usize];
+                let resource = match self.resource_cache.get(&filename) {
+                    Some(&r) => r,
+                    None => {
+                        // CPython: basename if "/" in the name, else the name: the same.
+                        let r = self.resource_name.len() as u32;
+                        let name = self.strings.intern(StrKey::Basename(filename), seq);
+                        self.resource_name.push(name);
+                        self.resource_cache.insert(filename, r);
+                        r
+                    }
+                };
+                self.func_is_js.push(py);
+                self.func_resource.push(resource);
+                if py {
+                    let name = self.strings.intern(StrKey::Basename(filename), seq);
+                    self.func_file.push(name);
+                    self.func_line.push(lineno);
+                } else {
+                    self.func_file.push(NONE);
+                    self.func_line.push(None);
+                }
+                self.func_cache.insert((filename, funcname), i);
+                i
+            }
+        };
+        let key = (func, lineno, col);
+        if let Some(&i) = self.frame_cache.get(&key) {
+            return i;
+        }
+        let i = self.frame_func.len() as u32;
+        self.frame_func.push(func);
+        self.frame_category.push(if self.func_is_js[func as usize] {
+            CATEGORY_PYTHON
+        } else {
+            CATEGORY_NATIVE
+        });
+        // `lineno if lineno else None`: line 0 is written as null too.
+        self.frame_line.push(lineno.filter(|&l| l != 0));
+        self.frame_column.push(col);
+        self.frame_cache.insert(key, i);
+        i
+    }
+
+    /// Replaces this thread's own string ids by the shared array's (`shared[own]`).
+    fn to_shared(&mut self, shared: &[u32]) {
+        let map = |v: &mut u32| {
+            if *v != NONE {
+                *v = shared[*v as usize];
+            }
+        };
+        self.func_name.iter_mut().for_each(map);
+        self.func_file.iter_mut().for_each(map);
+        self.resource_name.iter_mut().for_each(map);
+        self.markers.iter_mut().for_each(|m| map(&mut m.name));
+        self.strings = LocalStrings::default();
     }
 }
 
@@ -158,10 +509,6 @@ impl Thread {
 struct Strings<'a> {
     list: Vec<&'a str>,
     ids: Map<&'a str, u32>,
-    /// Canonical TACH string id -> its id here, or NONE.
-    of_tach: Vec<u32>,
-    /// Canonical TACH filename id -> the id here of its basename, or NONE.
-    of_basename: Vec<u32>,
 }
 
 impl<'a> Strings<'a> {
@@ -175,24 +522,45 @@ impl<'a> Strings<'a> {
         i
     }
 
-    fn tach(&mut self, file: &'a TachFile, canon: u32) -> u32 {
-        let cached = self.of_tach[canon as usize];
-        if cached != NONE {
-            return cached;
+    /// The array of all threads' strings in the order of first use ("(root)" first,
+    /// as CPython's collector starts with it), and each thread's ids changed to it.
+    fn merge(file: &'a TachFile, threads: &mut [Thread]) -> Self {
+        let mut strings = Strings {
+            list: Vec::new(),
+            ids: Map::default(),
+        };
+        strings.intern("(root)");
+        // One sample belongs to one thread, so (sample, thread, own id) orders every
+        // first use as CPython made them.
+        let mut order: Vec<(u64, u32, u32)> = threads
+            .iter()
+            .enumerate()
+            .flat_map(|(t, th)| {
+                th.strings
+                    .first_use
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, &(seq, _))| (seq, t as u32, i as u32))
+            })
+            .collect();
+        order.sort_unstable();
+        let mut shared: Vec<Vec<u32>> = threads
+            .iter()
+            .map(|th| vec![NONE; th.strings.first_use.len()])
+            .collect();
+        for (_, t, i) in order {
+            let text = match threads[t as usize].strings.first_use[i as usize].1 {
+                StrKey::Tach(s) => file.string(s),
+                StrKey::Basename(s) => basename(file.string(s)),
+                StrKey::Marker(name) => name,
+            };
+            shared[t as usize][i as usize] = strings.intern(text);
         }
-        let i = self.intern(file.string(canon));
-        self.of_tach[canon as usize] = i;
-        i
-    }
-
-    fn basename(&mut self, file: &'a TachFile, canon: u32) -> u32 {
-        let cached = self.of_basename[canon as usize];
-        if cached != NONE {
-            return cached;
-        }
-        let i = self.intern(basename(file.string(canon)));
-        self.of_basename[canon as usize] = i;
-        i
+        threads
+            .par_iter_mut()
+            .zip(shared)
+            .for_each(|(th, shared)| th.to_shared(&shared));
+        strings
     }
 }
 
@@ -231,67 +599,72 @@ fn is_python(filename: &str) -> bool {
     !filename.starts_with('<') || filename == "<stdin>" || filename == "<string>"
 }
 
-fn add_marker<'a>(
-    strings: &mut Strings<'a>,
-    markers: &mut Vec<Marker>,
-    name: &'static str,
-    kind: &'static str,
-    start: f64,
-    end: f64,
-    category: u8,
-) {
-    let name = strings.intern(name);
-    markers.push(Marker {
-        name,
-        kind,
-        start,
-        end,
-        category,
-    });
-}
+/// A marker's name and its `data.type` (the name without spaces).
+type MarkerName = (&'static str, &'static str);
 
-/// A two-state marker pair, CPython's `_track_state_transition`.
-#[allow(clippy::too_many_arguments)]
-fn track<'a>(
-    strings: &mut Strings<'a>,
-    markers: &mut Vec<Marker>,
-    initialized: bool,
-    condition: bool,
-    active: &mut Option<f64>,
-    inactive: &mut Option<f64>,
-    names: [(&'static str, &'static str); 2],
-    category: u8,
-    now: f64,
-) {
-    if !initialized {
-        if condition {
-            *active = Some(now);
-        } else {
-            *inactive = Some(now);
-        }
-        return;
-    }
-    let (open, close, (name, kind)) = if condition {
-        (active, inactive, names[1])
-    } else {
-        (inactive, active, names[0])
-    };
-    open.get_or_insert(now);
-    if let Some(start) = close.take() {
-        add_marker(strings, markers, name, kind, start, now, category);
-    }
-}
-
-const GIL: [(&str, &str); 2] = [("Has GIL", "HasGIL"), ("No GIL", "NoGIL")];
-const CPU: [(&str, &str); 2] = [("On CPU", "OnCPU"), ("Off CPU", "OffCPU")];
-const PYTHON_NATIVE: [(&str, &str); 2] =
+const GIL: [MarkerName; 2] = [("Has GIL", "HasGIL"), ("No GIL", "NoGIL")];
+const CPU: [MarkerName; 2] = [("On CPU", "OnCPU"), ("Off CPU", "OffCPU")];
+const PYTHON_NATIVE: [MarkerName; 2] =
     [("Python Code", "PythonCode"), ("Native Code", "NativeCode")];
-const NATIVE_PYTHON: [(&str, &str); 2] =
+const NATIVE_PYTHON: [MarkerName; 2] =
     [("Native Code", "NativeCode"), ("Python Code", "PythonCode")];
-const EXCEPTION: [(&str, &str); 2] = [
+const EXCEPTION: [MarkerName; 2] = [
     ("Has Exception", "HasException"),
     ("No Exception", "NoException"),
 ];
+const GIL_WAIT: MarkerName = ("Waiting for GIL", "WaitingforGIL");
+const GC_COLLECTING: MarkerName = ("GC Collecting", "GCCollecting");
+
+/// Where one sample's markers go: its thread's markers and strings.
+struct Markers<'t> {
+    strings: &'t mut LocalStrings,
+    markers: &'t mut Vec<Marker>,
+    seq: u64,
+    now: f64,
+}
+
+impl Markers<'_> {
+    /// Ends the interval open in `open` (if any) at this sample.
+    fn close(&mut self, open: &mut Option<f64>, (name, kind): MarkerName, category: u8) {
+        if let Some(start) = open.take() {
+            let name = self.strings.intern(StrKey::Marker(name), self.seq);
+            self.markers.push(Marker {
+                name,
+                kind,
+                start,
+                end: self.now,
+                category,
+            });
+        }
+    }
+
+    /// A two-state marker pair, CPython's `_track_state_transition`.
+    fn track(
+        &mut self,
+        initialized: bool,
+        condition: bool,
+        active: &mut Option<f64>,
+        inactive: &mut Option<f64>,
+        names: [MarkerName; 2],
+        category: u8,
+    ) {
+        if !initialized {
+            if condition {
+                *active = Some(self.now);
+            } else {
+                *inactive = Some(self.now);
+            }
+            return;
+        }
+        let (open, close, name) = if condition {
+            (active, inactive, names[1])
+        } else {
+            (inactive, active, names[0])
+        };
+        open.get_or_insert(self.now);
+        self.close(close, name, category);
+    }
+}
 
 struct Batch {
     slot: u32,
@@ -300,30 +673,23 @@ struct Batch {
     last: f64,
 }
 
-/// What a decoder slot's previous sample left, so the next one redoes only what
-/// changed.
-struct SlotState {
+/// A decoder slot as the sequential pass sees it.
+struct SlotSeen {
     /// Index into `Builder::threads`.
     thread: usize,
-    /// The last stack as decoded, and its gecko stack index (NONE before any).
+    /// The slot's previous sample's stack, as decoded.
     last: Vec<u32>,
-    index: u32,
-    /// The last stack's kept frames (innermost first) and, root first, the gecko stack
-    /// index of each of its prefixes: a new stack sharing the outer frames starts
-    /// from the deepest shared prefix instead of the root.
-    kept: Vec<u32>,
-    prefixes: Vec<u32>,
 }
 
-/// The profile, built in one pass over the kept samples.
+/// The profile, built from the kept samples: one sequential pass does what depends on
+/// the order of all samples (times, CPython's reader batches, thread order) and hands
+/// each sample to its thread; the threads then build their tables on all cores.
 struct Builder<'a> {
     file: &'a TachFile,
-    strings: Strings<'a>,
     facts: StringFacts,
     threads: Vec<Thread>,
     by_tid: Map<u64, usize>,
-    /// Per decoder slot: its thread and what its last stack left.
-    slots: Vec<Option<SlotState>>,
+    slots: Vec<Option<SlotSeen>>,
     base_us: Option<u64>,
     last_time: f64,
     sample_count: u64,
@@ -331,22 +697,15 @@ struct Builder<'a> {
     /// The batch (one `collect` call) CPython's reader would be building; see the
     /// module docs on `meta.interval`.
     batch: Option<Batch>,
-    kept: Vec<u32>,
+    /// Kept samples so far, and those handed over and not yet replayed.
+    seq: u64,
+    pending: usize,
 }
 
 impl<'a> Builder<'a> {
     fn new(file: &'a TachFile) -> Self {
-        let n = file.strings().len();
-        let mut strings = Strings {
-            list: Vec::new(),
-            ids: Map::default(),
-            of_tach: vec![NONE; n],
-            of_basename: vec![NONE; n],
-        };
-        strings.intern("(root)");
         Builder {
             file,
-            strings,
             facts: StringFacts::new(file),
             threads: Vec::new(),
             by_tid: Map::default(),
@@ -356,7 +715,8 @@ impl<'a> Builder<'a> {
             sample_count: 0,
             interval: 1.0,
             batch: None,
-            kept: Vec::with_capacity(256),
+            seq: 0,
+            pending: 0,
         }
     }
 
@@ -396,361 +756,99 @@ impl<'a> Builder<'a> {
             }
         }
 
-        let file = self.file;
         let slot_i = slot as usize;
         if slot_i >= self.slots.len() {
             self.slots.resize_with(slot_i + 1, || None);
         }
-        let t = match &self.slots[slot_i] {
-            Some(state) => state.thread,
-            None => {
-                let t = *self.by_tid.entry(tid).or_insert_with(|| {
-                    self.threads
-                        .push(Thread::new(tid, st & status::MAIN_THREAD != 0));
-                    self.threads.len() - 1
+        let (seen, same) = match &mut self.slots[slot_i] {
+            Some(seen) => {
+                let same = seen.last.as_slice() == stack;
+                (seen, same)
+            }
+            empty => {
+                let threads = &mut self.threads;
+                let thread = *self.by_tid.entry(tid).or_insert_with(|| {
+                    threads.push(Thread::new(tid, st & status::MAIN_THREAD != 0));
+                    threads.len() - 1
                 });
-                self.slots[slot_i] = Some(SlotState {
-                    thread: t,
-                    last: Vec::new(),
-                    index: NONE,
-                    kept: Vec::new(),
-                    prefixes: Vec::new(),
-                });
-                t
+                (
+                    empty.insert(SlotSeen {
+                        thread,
+                        last: Vec::new(),
+                    }),
+                    false,
+                )
             }
         };
-
-        self.kept.clear();
-        let frames = file.frames();
-        let facts = &self.facts;
-        self.kept.extend(
-            stack
-                .iter()
-                .copied()
-                .filter(|&f| !facts.internal[frames[f as usize].filename as usize]),
-        );
-
-        let th = &mut self.threads[t];
-        let strings = &mut self.strings;
-        let markers = &mut th.markers;
-        let init = th.initialized;
-        let s = &mut th.states;
-        let has_gil = st & status::HAS_GIL != 0;
-        let on_cpu = st & status::ON_CPU != 0;
-        let gil_requested = st & status::GIL_REQUESTED != 0;
-        let has_exception = st & status::HAS_EXCEPTION != 0;
-        track(
-            strings,
-            markers,
-            init,
-            has_gil,
-            &mut s.has_gil,
-            &mut s.no_gil,
-            GIL,
-            CATEGORY_GIL,
+        let th = &mut self.threads[seen.thread];
+        if !same {
+            seen.last.clear();
+            seen.last.extend_from_slice(stack);
+            th.pending_frames.extend_from_slice(stack);
+        }
+        th.pending.push(Event {
+            seq: self.seq,
             now,
-        );
-        track(
-            strings,
-            markers,
-            init,
-            on_cpu,
-            &mut s.on_cpu,
-            &mut s.off_cpu,
-            CPU,
-            CATEGORY_CPU,
-            now,
-        );
-        if has_gil {
-            track(
-                strings,
-                markers,
-                init,
-                true,
-                &mut s.python_code,
-                &mut s.native_code,
-                PYTHON_NATIVE,
-                CATEGORY_CODE_TYPE,
-                now,
-            );
-        } else if on_cpu {
-            track(
-                strings,
-                markers,
-                init,
-                true,
-                &mut s.native_code,
-                &mut s.python_code,
-                NATIVE_PYTHON,
-                CATEGORY_CODE_TYPE,
-                now,
-            );
-        } else if init {
-            if let Some(start) = s.python_code.take() {
-                add_marker(
-                    strings,
-                    markers,
-                    "Python Code",
-                    "PythonCode",
-                    start,
-                    now,
-                    CATEGORY_CODE_TYPE,
-                );
-            }
-            if let Some(start) = s.native_code.take() {
-                add_marker(
-                    strings,
-                    markers,
-                    "Native Code",
-                    "NativeCode",
-                    start,
-                    now,
-                    CATEGORY_CODE_TYPE,
-                );
-            }
+            slot,
+            frames: if same { SAME } else { stack.len() as u32 },
+            status: st,
+        });
+        self.seq += 1;
+        self.pending += 1;
+        if self.pending >= REPLAY_EVERY {
+            self.replay();
         }
-        if gil_requested {
-            s.gil_wait.get_or_insert(now);
-        } else if let Some(start) = s.gil_wait.take() {
-            add_marker(
-                strings,
-                markers,
-                "Waiting for GIL",
-                "WaitingforGIL",
-                start,
-                now,
-                CATEGORY_GIL,
-            );
-        }
-        track(
-            strings,
-            markers,
-            init,
-            has_exception,
-            &mut s.exception,
-            &mut s.no_exception,
-            EXCEPTION,
-            CATEGORY_EXCEPTION,
-            now,
-        );
-        let has_gc = self
-            .kept
-            .iter()
-            .any(|&f| facts.gc[frames[f as usize].funcname as usize]);
-        if has_gc {
-            s.gc.get_or_insert(now);
-        } else if let Some(start) = s.gc.take() {
-            add_marker(
-                strings,
-                markers,
-                "GC Collecting",
-                "GCCollecting",
-                start,
-                now,
-                CATEGORY_GC,
-            );
-        }
-        th.initialized = true;
-
-        if self.kept.is_empty() {
-            return;
-        }
-        // The same stack as this slot's previous sample reuses its stack index.
-        let stack_index = match &self.slots[slot_i] {
-            Some(state) if state.index != NONE && state.last.as_slice() == stack => state.index,
-            _ => {
-                let idx = self.process_stack(t, slot_i);
-                if let Some(state) = self.slots[slot_i].as_mut() {
-                    state.last.clear();
-                    state.last.extend_from_slice(stack);
-                    state.index = idx;
-                }
-                idx
-            }
-        };
-        let th = &mut self.threads[t];
-        th.samples_stack.push(stack_index);
-        th.samples_time.push(now);
     }
 
-    /// CPython's `_process_stack`: root to leaf, func, frame, then stack entries.
-    /// The outer frames this slot's previous stack shares are not looked up again:
-    /// they gave these same prefixes, and created nothing new then.
-    fn process_stack(&mut self, t: usize, slot: usize) -> u32 {
-        let file = self.file;
-        let th = &mut self.threads[t];
-        let strings = &mut self.strings;
-        let Some(state) = self.slots[slot].as_mut() else {
-            return NONE;
-        };
-        let shared = self
-            .kept
-            .iter()
-            .rev()
-            .zip(state.kept.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
-        state.prefixes.truncate(shared);
-        let mut prefix = state.prefixes.last().copied().unwrap_or(NONE);
-        let fresh = self.kept.len() - shared;
-        for &f in self.kept[..fresh].iter().rev() {
-            let frame_idx = match th.tach_frames.get(&f) {
-                Some(&i) => i,
-                None => {
-                    let i = create_frame(file, &self.facts, th, strings, f);
-                    th.tach_frames.insert(f, i);
-                    i
-                }
-            };
-            prefix = match th.stack_cache.get(&(frame_idx, prefix)) {
-                Some(&s) => s,
-                None => {
-                    let s = th.stack_frame.len() as u32;
-                    th.stack_frame.push(frame_idx);
-                    th.stack_prefix.push(prefix);
-                    let fname = file.frames()[f as usize].filename;
-                    let cat = if self.facts.python[fname as usize] {
-                        CATEGORY_PYTHON
-                    } else {
-                        CATEGORY_NATIVE
-                    };
-                    th.stack_category.push(cat);
-                    th.stack_cache.insert((frame_idx, prefix), s);
-                    s
-                }
-            };
-            state.prefixes.push(prefix);
-        }
-        state.kept.clear();
-        state.kept.extend_from_slice(&self.kept);
-        prefix
+    /// Has every thread build from the samples handed to it, on all cores.
+    fn replay(&mut self) {
+        let (file, facts) = (self.file, &self.facts);
+        self.threads
+            .par_iter_mut()
+            .for_each(|th| th.replay(file, facts));
+        self.pending = 0;
     }
 
-    /// CPython's `_finalize_markers`: closes every open interval at the last
-    /// sample's time, marker type by marker type.
-    fn finish(&mut self) {
+    /// Replays what is left, merges the strings, and does CPython's
+    /// `_finalize_markers`: closes every open interval at the last sample's time,
+    /// marker type by marker type. Returns the shared string array.
+    fn finish(&mut self) -> Strings<'a> {
+        self.replay();
+        let mut strings = Strings::merge(self.file, &mut self.threads);
         self.close_batch();
         let end = self.last_time;
         type Pick = fn(&mut States) -> &mut Option<f64>;
-        let kinds: [(Pick, &'static str, &'static str, u8); 10] = [
-            (|s| &mut s.has_gil, "Has GIL", "HasGIL", CATEGORY_GIL),
-            (|s| &mut s.no_gil, "No GIL", "NoGIL", CATEGORY_GIL),
-            (|s| &mut s.on_cpu, "On CPU", "OnCPU", CATEGORY_CPU),
-            (|s| &mut s.off_cpu, "Off CPU", "OffCPU", CATEGORY_CPU),
-            (
-                |s| &mut s.python_code,
-                "Python Code",
-                "PythonCode",
-                CATEGORY_CODE_TYPE,
-            ),
-            (
-                |s| &mut s.native_code,
-                "Native Code",
-                "NativeCode",
-                CATEGORY_CODE_TYPE,
-            ),
-            (
-                |s| &mut s.gil_wait,
-                "Waiting for GIL",
-                "WaitingforGIL",
-                CATEGORY_GIL,
-            ),
-            (|s| &mut s.gc, "GC Collecting", "GCCollecting", CATEGORY_GC),
-            (
-                |s| &mut s.exception,
-                "Has Exception",
-                "HasException",
-                CATEGORY_EXCEPTION,
-            ),
-            (
-                |s| &mut s.no_exception,
-                "No Exception",
-                "NoException",
-                CATEGORY_EXCEPTION,
-            ),
+        let kinds: [(Pick, MarkerName, u8); 10] = [
+            (|s| &mut s.has_gil, GIL[0], CATEGORY_GIL),
+            (|s| &mut s.no_gil, GIL[1], CATEGORY_GIL),
+            (|s| &mut s.on_cpu, CPU[0], CATEGORY_CPU),
+            (|s| &mut s.off_cpu, CPU[1], CATEGORY_CPU),
+            (|s| &mut s.python_code, PYTHON_NATIVE[0], CATEGORY_CODE_TYPE),
+            (|s| &mut s.native_code, PYTHON_NATIVE[1], CATEGORY_CODE_TYPE),
+            (|s| &mut s.gil_wait, GIL_WAIT, CATEGORY_GIL),
+            (|s| &mut s.gc, GC_COLLECTING, CATEGORY_GC),
+            (|s| &mut s.exception, EXCEPTION[0], CATEGORY_EXCEPTION),
+            (|s| &mut s.no_exception, EXCEPTION[1], CATEGORY_EXCEPTION),
         ];
-        for (pick, name, kind, category) in kinds {
+        for (pick, (name, kind), category) in kinds {
             for th in &mut self.threads {
                 if let Some(start) = pick(&mut th.states).take() {
-                    add_marker(
-                        &mut self.strings,
-                        &mut th.markers,
+                    let name = strings.intern(name);
+                    th.markers.push(Marker {
                         name,
                         kind,
                         start,
                         end,
                         category,
-                    );
+                    });
                 }
             }
         }
         if self.sample_count > 0 && self.last_time > 0.0 {
             self.interval = self.last_time / self.sample_count as f64;
         }
+        strings
     }
-}
-
-/// CPython's `_get_or_create_func` + `_get_or_create_frame` for one TACH frame.
-fn create_frame<'a>(
-    file: &'a TachFile,
-    facts: &StringFacts,
-    th: &mut Thread,
-    strings: &mut Strings<'a>,
-    f: u32,
-) -> u32 {
-    let entry = file.frames()[f as usize];
-    let filename = facts.canon[entry.filename as usize];
-    let funcname = facts.canon[entry.funcname as usize];
-    // CPython sees `location` None (no line) or a tuple; a missing column is -1.
-    let (lineno, col) = match entry.location() {
-        None => (None, None),
-        Some(l) => (Some(l.lineno), (l.column >= 0).then_some(l.column)),
-    };
-    let func = match th.func_cache.get(&(filename, funcname)) {
-        Some(&i) => i,
-        None => {
-            let i = th.func_name.len() as u32;
-            th.func_name.push(strings.tach(file, funcname));
-            let py = facts.python[filename as usize];
-            let resource = match th.resource_cache.get(&filename) {
-                Some(&r) => r,
-                None => {
-                    // CPython: basename if "/" in the name, else the name: the same.
-                    let r = th.resource_name.len() as u32;
-                    th.resource_name.push(strings.basename(file, filename));
-                    th.resource_cache.insert(filename, r);
-                    r
-                }
-            };
-            th.func_is_js.push(py);
-            th.func_resource.push(resource);
-            if py {
-                th.func_file.push(strings.basename(file, filename));
-                th.func_line.push(lineno);
-            } else {
-                th.func_file.push(NONE);
-                th.func_line.push(None);
-            }
-            th.func_cache.insert((filename, funcname), i);
-            i
-        }
-    };
-    let key = (func, lineno, col);
-    if let Some(&i) = th.frame_cache.get(&key) {
-        return i;
-    }
-    let i = th.frame_func.len() as u32;
-    th.frame_func.push(func);
-    th.frame_category.push(if th.func_is_js[func as usize] {
-        CATEGORY_PYTHON
-    } else {
-        CATEGORY_NATIVE
-    });
-    // `lineno if lineno else None`: line 0 is written as null too.
-    th.frame_line.push(lineno.filter(|&l| l != 0));
-    th.frame_column.push(col);
-    th.frame_cache.insert(key, i);
-    i
 }
 
 /// Python's `platform.system()` for this build's OS.
@@ -942,7 +1040,7 @@ impl Exporter for Gecko {
                 s.kind,
             )
         })?;
-        b.finish();
+        let strings = b.finish();
 
         let err = write_error("output");
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
@@ -992,7 +1090,7 @@ impl Exporter for Gecko {
             }
         }
         buf.extend_from_slice(b"],\"pages\":[],\"shared\":{\"stringArray\":");
-        push_list(&mut buf, &b.strings.list, |buf, s| push_str(buf, s));
+        push_list(&mut buf, &strings.list, |buf, s| push_str(buf, s));
         buf.extend_from_slice(b",\"sources\":{\"length\":0,\"uuid\":[],\"filename\":[]}}}");
         out.write_all(&buf).map_err(&err)
     }
