@@ -19,6 +19,15 @@
 //! CPython builds it. Firefox Profiler upgrades older processed versions on load,
 //! but it cannot downgrade, and 57 is what CPython users' files already are.
 //!
+//! ## How it is built
+//! CPython builds every thread's tables in one pass over the samples. Here one
+//! sequential pass does only what depends on the order of all samples (times, the
+//! reader batches behind `meta.interval`, the order of threads) and hands each kept
+//! sample to its thread; every [`REPLAY_EVERY`] samples the threads build their tables
+//! from what they were handed, on all cores. The one thing the threads share is the
+//! string array: each numbers its strings by first use and notes the sample that first
+//! used each, and the arrays are merged by that sample, which is CPython's order.
+//!
 //! ## Differences from CPython (all deliberate, for deterministic output)
 //! - `meta.startTime`: CPython writes the replaying process's `time.monotonic()` in
 //!   ms; we write the first sample's timestamp in ms (the recording's own monotonic
@@ -105,7 +114,7 @@ const SAME: u32 = u32::MAX;
 
 /// Kept samples handed to the threads before they are replayed (on all cores): this
 /// bounds the memory the hand-over holds.
-const REPLAY_EVERY: usize = 1 << 20;
+const REPLAY_EVERY: usize = 1 << 16;
 
 /// A string a thread uses, named before the shared array exists.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -185,7 +194,8 @@ struct Thread {
     samples_time: Vec<f64>,
     markers: Vec<Marker>,
 
-    /// String ids in the tables above are this thread's own until [`Thread::to_shared`].
+    /// String ids in the tables above are this thread's own until
+    /// [`Thread::use_shared_strings`].
     strings: LocalStrings,
     /// Samples handed over and not yet replayed, and their changed stacks, back to back.
     pending: Vec<Event>,
@@ -491,7 +501,7 @@ impl Thread {
     }
 
     /// Replaces this thread's own string ids by the shared array's (`shared[own]`).
-    fn to_shared(&mut self, shared: &[u32]) {
+    fn use_shared_strings(&mut self, shared: &[u32]) {
         let map = |v: &mut u32| {
             if *v != NONE {
                 *v = shared[*v as usize];
@@ -559,7 +569,7 @@ impl<'a> Strings<'a> {
         threads
             .par_iter_mut()
             .zip(shared)
-            .for_each(|(th, shared)| th.to_shared(&shared));
+            .for_each(|(th, shared)| th.use_shared_strings(&shared));
         strings
     }
 }
@@ -697,13 +707,15 @@ struct Builder<'a> {
     /// The batch (one `collect` call) CPython's reader would be building; see the
     /// module docs on `meta.interval`.
     batch: Option<Batch>,
-    /// Kept samples so far, and those handed over and not yet replayed.
+    /// Kept samples so far, those handed over and not yet replayed, and how many may
+    /// wait ([`REPLAY_EVERY`]; less in tests).
     seq: u64,
     pending: usize,
+    replay_every: usize,
 }
 
 impl<'a> Builder<'a> {
-    fn new(file: &'a TachFile) -> Self {
+    fn new(file: &'a TachFile, replay_every: usize) -> Self {
         Builder {
             file,
             facts: StringFacts::new(file),
@@ -717,6 +729,7 @@ impl<'a> Builder<'a> {
             batch: None,
             seq: 0,
             pending: 0,
+            replay_every,
         }
     }
 
@@ -795,7 +808,7 @@ impl<'a> Builder<'a> {
         });
         self.seq += 1;
         self.pending += 1;
-        if self.pending >= REPLAY_EVERY {
+        if self.pending >= self.replay_every {
             self.replay();
         }
     }
@@ -1028,70 +1041,115 @@ impl Exporter for Gecko {
         ".gecko.json"
     }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
-        let file = input.file;
-        let mut b = Builder::new(file);
-        input.for_each_sample(|s| {
-            b.sample(
-                s.thread,
-                s.thread_id,
-                s.timestamp_us,
-                s.status,
-                s.stack,
-                s.kind,
-            )
-        })?;
-        let strings = b.finish();
+        export_gecko(input, out, REPLAY_EVERY)
+    }
+}
 
-        let err = write_error("output");
-        let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-        let start_ms = b.base_us.unwrap_or(file.header().start_time_us) as f64 / 1000.0;
-        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let arch = std::env::consts::ARCH;
-        buf.extend_from_slice(b"{\"meta\":{\"interval\":");
-        push_float(&mut buf, b.interval);
-        buf.extend_from_slice(b",\"startTime\":");
-        push_float(&mut buf, start_ms);
-        buf.extend_from_slice(b",\"abi\":");
-        push_str(&mut buf, arch);
-        buf.extend_from_slice(b",\"misc\":\"Python profiler\",\"oscpu\":");
-        push_str(&mut buf, arch);
-        buf.extend_from_slice(b",\"platform\":");
-        push_str(&mut buf, platform_system());
-        let _ = write!(
-            buf,
-            ",\"processType\":0,\"categories\":{CATEGORIES},\"stackwalk\":0,\"toolkit\":\"\",\
-             \"version\":32,\"preprocessedProfileVersion\":57,\"appBuildID\":\"\",\
-             \"physicalCPUs\":{cpus},\"logicalCPUs\":{cpus},\"CPUName\":\"\",\"product\":\"Python\",\
-             \"symbolicated\":true,\"markerSchema\":[],\"importedFrom\":\"Tachyon Sampling Profiler\",\
-             \"extensions\":{{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0}}}},\"libs\":[],\"threads\":["
-        );
-        // Threads are serialised independently on all cores, then written in order;
-        // groups of 64 bound the memory held at once.
-        let mut first = true;
-        for group in b.threads.chunks(64) {
-            let parts: Vec<Vec<u8>> = group
-                .par_iter()
-                .map(|th| {
-                    let mut part = Vec::with_capacity(64 * 1024);
-                    push_thread(&mut part, th);
-                    part
-                })
-                .collect();
-            for part in parts {
-                if !first {
-                    buf.push(b',');
-                }
-                first = false;
-                buf.extend_from_slice(&part);
-                if buf.len() >= 1 << 20 {
-                    out.write_all(&buf).map_err(&err)?;
-                    buf.clear();
+/// The export, with samples handed to the threads `replay_every` at a time.
+fn export_gecko(input: &ExportInput<'_>, out: &mut dyn Write, replay_every: usize) -> Result<()> {
+    let file = input.file;
+    let mut b = Builder::new(file, replay_every);
+    input.for_each_sample(|s| {
+        b.sample(
+            s.thread,
+            s.thread_id,
+            s.timestamp_us,
+            s.status,
+            s.stack,
+            s.kind,
+        )
+    })?;
+    let strings = b.finish();
+
+    let err = write_error("output");
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+    let start_ms = b.base_us.unwrap_or(file.header().start_time_us) as f64 / 1000.0;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let arch = std::env::consts::ARCH;
+    buf.extend_from_slice(b"{\"meta\":{\"interval\":");
+    push_float(&mut buf, b.interval);
+    buf.extend_from_slice(b",\"startTime\":");
+    push_float(&mut buf, start_ms);
+    buf.extend_from_slice(b",\"abi\":");
+    push_str(&mut buf, arch);
+    buf.extend_from_slice(b",\"misc\":\"Python profiler\",\"oscpu\":");
+    push_str(&mut buf, arch);
+    buf.extend_from_slice(b",\"platform\":");
+    push_str(&mut buf, platform_system());
+    let _ = write!(
+        buf,
+        ",\"processType\":0,\"categories\":{CATEGORIES},\"stackwalk\":0,\"toolkit\":\"\",\
+         \"version\":32,\"preprocessedProfileVersion\":57,\"appBuildID\":\"\",\
+         \"physicalCPUs\":{cpus},\"logicalCPUs\":{cpus},\"CPUName\":\"\",\"product\":\"Python\",\
+         \"symbolicated\":true,\"markerSchema\":[],\"importedFrom\":\"Tachyon Sampling Profiler\",\
+         \"extensions\":{{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0}}}},\"libs\":[],\"threads\":["
+    );
+    // Threads are serialised independently on all cores, then written in order;
+    // groups of 64 bound the memory held at once.
+    let mut first = true;
+    for group in b.threads.chunks(64) {
+        let parts: Vec<Vec<u8>> = group
+            .par_iter()
+            .map(|th| {
+                let mut part = Vec::with_capacity(64 * 1024);
+                push_thread(&mut part, th);
+                part
+            })
+            .collect();
+        for part in parts {
+            if !first {
+                buf.push(b',');
+            }
+            first = false;
+            buf.extend_from_slice(&part);
+            if buf.len() >= 1 << 20 {
+                out.write_all(&buf).map_err(&err)?;
+                buf.clear();
+            }
+        }
+    }
+    buf.extend_from_slice(b"],\"pages\":[],\"shared\":{\"stringArray\":");
+    push_list(&mut buf, &strings.list, |buf, s| push_str(buf, s));
+    buf.extend_from_slice(b",\"sources\":{\"length\":0,\"uuid\":[],\"filename\":[]}}}");
+    out.write_all(&buf).map_err(&err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::ExportOptions;
+    use crate::tach::SampleFilter;
+
+    /// The threads keep their state from one replay to the next: handing samples over
+    /// in small batches (down to one sample) writes the same bytes as all at once.
+    #[test]
+    fn replaying_in_small_batches_changes_nothing() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
+        let filters = [
+            SampleFilter::default(),
+            SampleFilter {
+                status_set: status::HAS_GIL,
+                ..SampleFilter::default()
+            },
+        ];
+        for name in [
+            "threads_mixed.bin",
+            "cpu_recursive.bin",
+            "synthetic_deep_stacks.bin",
+            "stdlib_tests_large.bin",
+        ] {
+            let file = TachFile::open(dir.join(name)).unwrap();
+            for filter in &filters {
+                let options = ExportOptions::default();
+                let input = ExportInput::new(&file, filter, &options);
+                let mut whole = Vec::new();
+                export_gecko(&input, &mut whole, REPLAY_EVERY).unwrap();
+                for every in [1, 7, 1000] {
+                    let mut batched = Vec::new();
+                    export_gecko(&input, &mut batched, every).unwrap();
+                    assert!(batched == whole, "{name}: batches of {every}");
                 }
             }
         }
-        buf.extend_from_slice(b"],\"pages\":[],\"shared\":{\"stringArray\":");
-        push_list(&mut buf, &strings.list, |buf, s| push_str(buf, s));
-        buf.extend_from_slice(b",\"sources\":{\"length\":0,\"uuid\":[],\"filename\":[]}}}");
-        out.write_all(&buf).map_err(&err)
     }
 }

@@ -307,6 +307,20 @@ fn gecko_equals_cpython_after_resolving_strings() {
     }
 }
 
+/// The shared string array is CPython's, in CPython's order (strings are numbered by
+/// first use over all threads' samples; the threads build their tables in parallel).
+#[test]
+fn gecko_string_array_is_cpythons_in_order() {
+    for name in golden_names() {
+        let expected: Value = serde_json::from_slice(&golden(&name, ".gecko.json")).unwrap();
+        let got: Value = serde_json::from_slice(&ours(&name, "gecko")).unwrap();
+        assert_eq!(
+            got["shared"]["stringArray"], expected["shared"]["stringArray"],
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn gecko_meta_is_cpythons() {
     let got: Value = serde_json::from_slice(&ours("threads_mixed", "gecko")).unwrap();
