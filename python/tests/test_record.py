@@ -163,14 +163,72 @@ def stalled_sec(data, interval_us=1000):
                if b - a >= 20 * interval_us) / 1e6
 
 
-def test_achieved_rate_is_within_ten_percent(tmp_path):
-    script = write_script(tmp_path, "import time\ntime.sleep(2)\n")
-    _, data = run_recorded(tmp_path, script)
+# A bare 1 kHz timer loop with the sampler's schedule: absolute deadlines, catching up
+# by at most two ticks (sampler.rs, MAX_BACKLOG_TICKS). It runs in its own process
+# beside a recording and prints the monotonic microsecond of every tick it took, so the
+# test knows how many ticks this machine let a thread take in the recording's window.
+CONTROL_TIMER = """
+import sys, threading, time
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+interval = 1000
+now_us = lambda: time.monotonic_ns() // 1000
+ticks = []
+nxt = now_us() + interval
+deadline = now_us() + 60_000_000
+while not stop.is_set():
+    now = now_us()
+    if now >= deadline:
+        break
+    if now < nxt:
+        time.sleep((nxt - now) / 1e6)
+        continue
+    ticks.append(now)
+    nxt += interval
+    if now > nxt + 2 * interval:
+        nxt += (now - nxt - 2 * interval) // interval * interval
+print(" ".join(map(str, ticks)))
+"""
+
+
+def achieved_rates(tmp_path):
+    """(recorder's rate, control timer's rate) over the same window, stalls left out."""
+    control = subprocess.Popen(
+        [sys.executable, "-c", CONTROL_TIMER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        script = write_script(tmp_path, "import time\ntime.sleep(2)\n")
+        _, data = run_recorded(tmp_path, script)
+    finally:
+        out, _ = control.communicate("", timeout=TIMEOUT)
     stats = data["stats"]
-    # The rate over the time the sampler ran, stalls left out (see stalled_sec).
     duration = stats["duration_sec"]
     rate = stats["sample_rate"] * duration / (duration - stalled_sec(data))
-    assert 900 <= rate <= 1100, (rate, stalled_sec(data), stats)
+    ts = [s[2] for s in data["samples"]]
+    first, last = min(ts), max(ts)
+    ticks = [t for t in map(int, out.split()) if first <= t <= last]
+    window = (last - first) / 1e6 - stalled_sec({"samples": [(0, 0, t) for t in ticks]})
+    control_rate = len(ticks) / window if window > 0 else 0.0
+    return rate, control_rate, data
+
+
+def test_achieved_rate_is_within_ten_percent(tmp_path):
+    """1 kHz is asked for; at least 90% of it must be delivered, or of what a bare timer
+    loop beside the recording got when the machine gave less: on this shared VM a busy
+    neighbour sometimes wakes every thread late for a second or more (the 3.15 run once
+    reached 784 Hz with a 0.3 s stall left out). A recorder that is slow per tick still
+    fails, since the control timer does no sampling work. Up to three tries: such a busy
+    period passes, a slow recorder fails all three."""
+    tries = []
+    for attempt in range(3):
+        attempt_dir = tmp_path / f"try{attempt}"
+        attempt_dir.mkdir()
+        rate, control_rate, data = achieved_rates(attempt_dir)
+        tries.append((round(rate, 1), round(control_rate, 1), data["stats"]))
+        if 0.9 * min(1000.0, control_rate) <= rate <= 1100:
+            break
+    else:
+        pytest.fail(f"(recorder Hz, control timer Hz, stats) of each try: {tries}")
     ts = [s[2] for s in data["samples"]]
     assert ts == sorted(ts)
     assert data["start_time_us"] <= ts[0]
