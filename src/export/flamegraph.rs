@@ -18,11 +18,14 @@
 //! going straight to the tree skips that work.) Colours come from a hash of the
 //! frame name and inferno sorts its input, so output is deterministic.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use inferno::flamegraph::{self, color, Options, TextTruncateDirection};
 
-use super::render::{is_internal, lineno};
+use rayon::prelude::*;
+
+use super::render::{is_internal_filename, lineno};
 use super::{ExportError, ExportInput, Exporter, Result};
 use crate::tach::TachFile;
 
@@ -79,7 +82,8 @@ fn sanitize(s: String) -> String {
 /// line) key, drawn through a representative frame. Text is rendered only for the nodes
 /// inferno gets, as most nodes of a big profile are too narrow to draw.
 enum Label {
-    Thread(String),
+    /// An index into `Tree::thread_names`.
+    Thread(u32),
     Frame(u32),
 }
 
@@ -87,10 +91,19 @@ enum Label {
 /// label key are one node.
 struct Tree {
     labels: Vec<Label>,
+    thread_names: Vec<String>,
     /// Per node: label id (u32::MAX for the root), total samples, first child, next sibling.
     nodes: Vec<Node>,
+    /// Per node: its number of children. Nearly every node of a real or synthetic
+    /// profile has none or one, and a short sibling list is found faster by walking it
+    /// than by hashing; only nodes with more than SCAN_CHILDREN children use `children`.
+    child_count: Vec<u32>,
+    /// (parent, label) -> child, for the parents with many children.
     children: FxMap<(u32, u32), u32>,
 }
+
+/// Children a parent may have before its children are looked up by hash.
+const SCAN_CHILDREN: u32 = 8;
 
 #[derive(Clone, Copy)]
 struct Node {
@@ -114,6 +127,7 @@ impl Tree {
     fn new() -> Self {
         Tree {
             labels: Vec::new(),
+            thread_names: Vec::new(),
             nodes: vec![Node {
                 label: NONE,
                 parent: NONE,
@@ -121,12 +135,23 @@ impl Tree {
                 first_child: NONE,
                 next_sibling: NONE,
             }],
+            child_count: vec![0],
             children: FxMap::default(),
         }
     }
 
     fn child(&mut self, parent: u32, label: u32) -> u32 {
-        if let Some(&c) = self.children.get(&(parent, label)) {
+        let count = self.child_count[parent as usize];
+        if count <= SCAN_CHILDREN {
+            let mut c = self.nodes[parent as usize].first_child;
+            while c != NONE {
+                let n = &self.nodes[c as usize];
+                if n.label == label {
+                    return c;
+                }
+                c = n.next_sibling;
+            }
+        } else if let Some(&c) = self.children.get(&(parent, label)) {
             return c;
         }
         let id = self.nodes.len() as u32;
@@ -140,7 +165,20 @@ impl Tree {
             first_child: NONE,
             next_sibling,
         });
-        self.children.insert((parent, label), id);
+        self.child_count.push(0);
+        self.child_count[parent as usize] = count + 1;
+        if count == SCAN_CHILDREN {
+            // The parent outgrew the list scan: from now on its children are looked up
+            // in the map, so all of them go in.
+            let mut c = id;
+            while c != NONE {
+                let n = &self.nodes[c as usize];
+                self.children.insert((parent, n.label), c);
+                c = n.next_sibling;
+            }
+        } else if count > SCAN_CHILDREN {
+            self.children.insert((parent, label), id);
+        }
         id
     }
 
@@ -168,6 +206,42 @@ struct SlotState {
     path_nodes: Vec<u32>,
 }
 
+/// Per frame of the table: its label id, or SKIP for the profiler's own frames (and for
+/// frames naming a string that does not exist, which the decoder rejects before any
+/// sample reaches them). A label depends on (funcname, filename, line or none) only, so
+/// frames that differ by columns or opcode share one. The keys are sorted (on all
+/// cores) rather than hashed: a sort walks the big frame tables of synthetic profiles in
+/// order, where a hash map of their keys misses the cache on nearly every frame. Labels
+/// are numbered in key order; the number is only a name (inferno sorts what it draws).
+fn frame_labels(file: &TachFile, labels: &mut Vec<Label>) -> Vec<u32> {
+    let strings = file.strings();
+    let internal: Vec<bool> = strings.iter().map(|s| is_internal_filename(s)).collect();
+    let bad = file.bad_strings();
+    let mut keyed: Vec<(u128, u32)> = file
+        .frames()
+        .iter()
+        .enumerate()
+        .filter(|&(i, e)| bad[i].is_none() && !internal[e.filename as usize])
+        .map(|(i, e)| {
+            // lineno -1 is "no location" (it cannot be a real line).
+            let key =
+                (e.funcname as u128) << 64 | (e.filename as u128) << 32 | e.lineno as u32 as u128;
+            (key, i as u32)
+        })
+        .collect();
+    keyed.par_sort_unstable();
+    let mut ids = vec![SKIP; file.frames().len()];
+    let mut last = None;
+    for &(key, frame) in &keyed {
+        if last != Some(key) {
+            labels.push(Label::Frame(frame));
+            last = Some(key);
+        }
+        ids[frame as usize] = labels.len() as u32 - 1;
+    }
+    ids
+}
+
 /// Builds the call tree of the kept samples in one pass over the sample stream: per
 /// thread under a `[thread …]` node, or merged. A sample whose stack did not change
 /// costs one counter increment; a changed stack one tree walk. Stacks with no Python
@@ -182,10 +256,7 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
     };
     let bound = input.filter.bind(origin);
     let mut tree = Tree::new();
-    // A label depends on (funcname, filename, line or none) only: one node per key, not
-    // per frame (frames differ by columns and opcodes too).
-    let mut by_key: FxMap<(u32, u32, i32), u32> = FxMap::default();
-    let mut frame_label_id: Vec<u32> = vec![NONE; file.frames().len()];
+    let frame_label_id = frame_labels(file, &mut tree.labels);
     let mut slots: Vec<SlotState> = Vec::new();
     let (mut samples, mut threads) = (0u64, 0usize);
     let mut stream = file.samples();
@@ -211,7 +282,9 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
                     } else {
                         format!("[thread {}, interpreter {}]", s.thread_id, s.interpreter_id)
                     };
-                    tree.labels.push(Label::Thread(text));
+                    tree.labels
+                        .push(Label::Thread(tree.thread_names.len() as u32));
+                    tree.thread_names.push(text);
                     let label = tree.labels.len() as u32 - 1;
                     tree.child(0, label)
                 } else {
@@ -236,23 +309,9 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
                 let mut node = slot.path_nodes.last().copied().unwrap_or(base);
                 for &f in s.stack[..s.stack.len() - shared].iter().rev() {
                     // The reader validates frame indices; never index past them.
-                    if let Some(label) = frame_label_id.get_mut(f as usize) {
-                        if *label == NONE && is_internal(file, f) {
-                            *label = SKIP;
-                        }
-                        if *label == NONE {
-                            let e = &file.frames()[f as usize];
-                            // lineno -1 is "no location" (it cannot be a real line).
-                            let key = (e.funcname, e.filename, e.lineno);
-                            let labels = &mut tree.labels;
-                            *label = *by_key.entry(key).or_insert_with(|| {
-                                labels.push(Label::Frame(f));
-                                labels.len() as u32 - 1
-                            });
-                        }
-                        if *label != SKIP {
-                            node = tree.child(node, *label);
-                        }
+                    let label = frame_label_id.get(f as usize).copied().unwrap_or(SKIP);
+                    if label != SKIP {
+                        node = tree.child(node, label);
                     }
                     slot.path_frames.push(f);
                     slot.path_nodes.push(node);
@@ -275,8 +334,10 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
 /// its width, so the picture is the same (byte for byte on the golden files) while the
 /// text no longer grows with every unique stack.
 fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
-    let mut text: Vec<Option<String>> = Vec::new();
-    text.resize_with(tree.labels.len(), || None);
+    // Per label: its rendered text's index in `texts`, once rendered (few labels are:
+    // only those of the nodes visited).
+    let mut text_of: Vec<u32> = vec![NONE; tree.labels.len()];
+    let mut texts: Vec<String> = Vec::new();
     let mut out = String::new();
     let mut prefix = String::new();
     // (node, prefix length before it) on an explicit stack: stacks can be deep.
@@ -296,11 +357,15 @@ fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
         if at > 0 {
             prefix.push(';');
         }
-        let label =
-            text[n.label as usize].get_or_insert_with(|| match &tree.labels[n.label as usize] {
-                Label::Thread(t) => t.clone(),
-                Label::Frame(f) => frame_label(file, *f),
+        let t = &mut text_of[n.label as usize];
+        if *t == NONE {
+            *t = texts.len() as u32;
+            texts.push(match tree.labels[n.label as usize] {
+                Label::Thread(i) => tree.thread_names[i as usize].clone(),
+                Label::Frame(f) => frame_label(file, f),
             });
+        }
+        let label = &texts[*t as usize];
         prefix.push_str(label);
         let wide = (n.total as f64) >= min_samples;
         let mut self_count = n.total;
@@ -314,7 +379,7 @@ fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
         if self_count > 0 {
             out.push_str(&prefix);
             out.push(' ');
-            out.push_str(&self_count.to_string());
+            write!(out, "{self_count}").expect("writing to a String cannot fail");
             out.push('\n');
         }
         if wide {
@@ -396,6 +461,7 @@ fn io_err(source: std::io::Error) -> ExportError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::render::is_internal;
     use crate::export::{export_to, ExportOptions};
     use crate::tach::index::{IndexOptions, ProfileIndex};
     use crate::tach::SampleFilter;

@@ -19,5 +19,10 @@ pub fn lineno(file: &TachFile, frame: u32) -> i32 {
 
 /// True for frames CPython's collectors drop: the profiler's own coordinator script.
 pub fn is_internal(file: &TachFile, frame: u32) -> bool {
-    file.filename(frame).ends_with("_sync_coordinator.py")
+    is_internal_filename(file.filename(frame))
+}
+
+/// `is_internal` by the frame's filename.
+pub fn is_internal_filename(filename: &str) -> bool {
+    filename.ends_with("_sync_coordinator.py")
 }
