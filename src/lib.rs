@@ -1,3 +1,4 @@
+pub mod alloc;
 pub mod cli;
 pub mod export;
 pub mod record;
