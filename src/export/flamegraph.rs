@@ -33,49 +33,62 @@ pub struct Flamegraph;
 
 /// A frame's label in folded-stack form: `;` separates frames and a line break ends a
 /// stack there, so both are replaced in names.
+#[cfg(test)]
 fn frame_label(file: &TachFile, frame: u32) -> String {
+    let mut text = String::new();
+    push_frame_label(file, frame, &mut text);
+    text
+}
+
+/// Appends `frame_label` to `out`. Labels are rendered straight into the stack text
+/// they belong to: the synthetic profiles' labels are long and nearly all distinct, and
+/// keeping a copy of each cost more memory than the lines that use them.
+fn push_frame_label(file: &TachFile, frame: u32, out: &mut String) {
     let func = file.funcname(frame);
     let path = file.filename(frame);
     let has_location = file.frames()[frame as usize].location().is_some();
-    let text = if func.is_empty() && path == "~" && !has_location {
+    let start = out.len();
+    if func.is_empty() && path == "~" && !has_location {
         // An empty label would be an invisible frame, and a stack of only that frame a
         // line inferno cannot parse.
-        "<unnamed>".to_string()
+        out.push_str("<unnamed>");
     } else if path == "~" && !has_location {
-        func.to_string()
+        out.push_str(func);
     } else if has_location {
-        format!("{func} ({path}:{})", lineno(file, frame))
+        write!(out, "{func} ({path}:{})", lineno(file, frame)).expect("writing to a String");
     } else {
-        format!("{func} ({path})")
-    };
-    sanitize(text)
+        write!(out, "{func} ({path})").expect("writing to a String");
+    }
+    sanitize_from(out, start);
 }
 
-fn sanitize(s: String) -> String {
-    let b = s.as_bytes();
-    // Labels are long in some profiles (and sanitised once per drawn node): map chars
-    // only when one needs replacing; the byte scans below are memchr-fast.
-    let mut out: String = if b.contains(&b';') || b.contains(&b'\n') || b.contains(&b'\r') {
-        s.chars()
+/// Makes `out[start..]` a valid folded-stack label.
+fn sanitize_from(out: &mut String, start: usize) {
+    let b = &out.as_bytes()[start..];
+    // Labels are long in some profiles: map chars only when one needs replacing; the
+    // byte scans below are memchr-fast.
+    if b.contains(&b';') || b.contains(&b'\n') || b.contains(&b'\r') {
+        let mapped: String = out[start..]
+            .chars()
             .map(|c| match c {
                 ';' => ':',
                 '\n' | '\r' => ' ',
                 c => c,
             })
-            .collect()
-    } else {
-        s
-    };
+            .collect();
+        out.truncate(start);
+        out.push_str(&mapped);
+    }
     // inferno reads `stack A B` (two trailing numbers) as a differential flamegraph, so
     // a leaf named like `worker 12` must not end in ` <number>`: its last space becomes
     // a no-break space, which looks the same.
-    if let Some(i) = out.rfind(' ') {
+    if let Some(i) = out[start..].rfind(' ') {
+        let i = start + i;
         let tail = &out[i + 1..];
         if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
             out.replace_range(i..i + 1, "\u{a0}");
         }
     }
-    out
 }
 
 /// What a tree node shows: a thread root, or the frames with one (funcname, filename,
@@ -334,15 +347,42 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
 /// its width, so the picture is the same (byte for byte on the golden files) while the
 /// text no longer grows with every unique stack.
 fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
-    // Per label: its rendered text's index in `texts`, once rendered (few labels are:
-    // only those of the nodes visited).
-    let mut text_of: Vec<u32> = vec![NONE; tree.labels.len()];
-    let mut texts: Vec<String> = Vec::new();
-    let mut out = String::new();
-    let mut prefix = String::new();
+    // A first walk bounds the text's size (tens of megabytes for deep stacks), so that
+    // it is allocated once rather than grown: growing copies it and holds both copies,
+    // and fresh memory is what this export spends much of its time faulting in.
+    let mut bound = TextLength(0);
+    let mut size = 0;
+    walk_lines(file, tree, min_samples, &mut bound, |prefix, count| {
+        size += prefix.0 + 2 + count.checked_ilog10().unwrap_or(0) as usize + 1;
+    });
+    let mut out = String::with_capacity(size);
+    walk_lines(
+        file,
+        tree,
+        min_samples,
+        &mut String::new(),
+        |prefix, count| {
+            out.push_str(prefix);
+            out.push(' ');
+            write!(out, "{count}").expect("writing to a String cannot fail");
+            out.push('\n');
+        },
+    );
+    debug_assert!(out.len() <= size, "{} > {size}", out.len());
+    out
+}
+
+/// Calls `line(prefix, count)` for each folded line: a node's stack and its own samples
+/// (those not in a drawn child; all of them when it is too narrow to draw children).
+fn walk_lines<T: StackText>(
+    file: &TachFile,
+    tree: &Tree,
+    min_samples: f64,
+    prefix: &mut T,
+    mut line: impl FnMut(&T, u64),
+) {
     // (node, prefix length before it) on an explicit stack: stacks can be deep.
     let mut todo: Vec<(u32, usize)> = Vec::new();
-    let root = &tree.nodes[0];
     let push_children = |todo: &mut Vec<(u32, usize)>, first: u32, at: usize| {
         let mut c = first;
         while c != NONE {
@@ -350,23 +390,14 @@ fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
             c = tree.nodes[c as usize].next_sibling;
         }
     };
-    push_children(&mut todo, root.first_child, 0);
+    push_children(&mut todo, tree.nodes[0].first_child, 0);
     while let Some((id, at)) = todo.pop() {
         let n = tree.nodes[id as usize];
         prefix.truncate(at);
         if at > 0 {
-            prefix.push(';');
+            prefix.push_separator();
         }
-        let t = &mut text_of[n.label as usize];
-        if *t == NONE {
-            *t = texts.len() as u32;
-            texts.push(match tree.labels[n.label as usize] {
-                Label::Thread(i) => tree.thread_names[i as usize].clone(),
-                Label::Frame(f) => frame_label(file, f),
-            });
-        }
-        let label = &texts[*t as usize];
-        prefix.push_str(label);
+        prefix.push_label(file, tree, n.label);
         let wide = (n.total as f64) >= min_samples;
         let mut self_count = n.total;
         if wide {
@@ -377,17 +408,61 @@ fn folded_lines(file: &TachFile, tree: &Tree, min_samples: f64) -> String {
             }
         }
         if self_count > 0 {
-            out.push_str(&prefix);
-            out.push(' ');
-            write!(out, "{self_count}").expect("writing to a String cannot fail");
-            out.push('\n');
+            line(prefix, self_count);
         }
         if wide {
-            let len = prefix.len();
-            push_children(&mut todo, n.first_child, len);
+            push_children(&mut todo, n.first_child, prefix.len());
         }
     }
-    out
+}
+
+/// What `walk_lines` builds a stack's text in: the text itself, or a bound on its length.
+trait StackText {
+    fn len(&self) -> usize;
+    fn truncate(&mut self, len: usize);
+    fn push_separator(&mut self);
+    fn push_label(&mut self, file: &TachFile, tree: &Tree, label: u32);
+}
+
+impl StackText for String {
+    fn len(&self) -> usize {
+        String::len(self)
+    }
+    fn truncate(&mut self, len: usize) {
+        String::truncate(self, len)
+    }
+    fn push_separator(&mut self) {
+        self.push(';')
+    }
+    fn push_label(&mut self, file: &TachFile, tree: &Tree, label: u32) {
+        match tree.labels[label as usize] {
+            Label::Thread(i) => self.push_str(&tree.thread_names[i as usize]),
+            Label::Frame(f) => push_frame_label(file, f, self),
+        }
+    }
+}
+
+/// At least the length of the text `String` builds: a frame label is at most its
+/// funcname and filename, ` (`, `:`, `)`, an i32 (11 bytes) and one byte for the
+/// no-break space `sanitize_from` may put in (`<unnamed>` fits too).
+struct TextLength(usize);
+
+impl StackText for TextLength {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn truncate(&mut self, len: usize) {
+        self.0 = len
+    }
+    fn push_separator(&mut self) {
+        self.0 += 1
+    }
+    fn push_label(&mut self, file: &TachFile, tree: &Tree, label: u32) {
+        self.0 += match tree.labels[label as usize] {
+            Label::Thread(i) => tree.thread_names[i as usize].len(),
+            Label::Frame(f) => file.funcname(f).len() + file.filename(f).len() + 16,
+        }
+    }
 }
 
 impl Exporter for Flamegraph {
@@ -494,11 +569,19 @@ mod tests {
     }
 
     /// Pruning the tree before inferno changes nothing in the picture: the SVG equals
-    /// the one inferno draws from every full stack.
+    /// the one inferno draws from every full stack, for every golden file with samples.
+    /// (In debug builds this also checks that `TextLength` bounds the lines' size.)
     #[test]
     fn pruned_input_draws_the_same_svg_as_full_stacks() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
-        for name in ["stdlib_tests_large.bin", "synthetic_many_threads_none.bin"] {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".bin") && !n.contains("empty"))
+            .collect();
+        names.sort();
+        assert!(names.len() >= 15, "{names:?}");
+        for name in &names {
             let file = TachFile::open(dir.join(name)).unwrap();
             let filter = SampleFilter::default();
             for per_thread in [false, true] {
