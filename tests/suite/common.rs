@@ -41,11 +41,29 @@ pub fn name(bin: &Path) -> String {
     bin.file_stem().unwrap().to_string_lossy().into_owned()
 }
 
+/// Says loudly that a check did not run: `SKIPPED: <why>` on stderr (cargo shows it
+/// only for failing tests) and, when `TACH_SKIP_LOG` names a file, one line appended
+/// there, so that `scripts/test-all` ends with a summary of every skipped check.
+pub fn skip(why: &str) {
+    let line = format!("SKIPPED: {why}");
+    eprintln!("{line}");
+    if let Some(log) = std::env::var_os("TACH_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
 /// The CPython chroot tool, or `None` (with a loud message) when it cannot run here.
 pub fn cpython_chroot() -> Option<PathBuf> {
     let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cpython-chroot");
     if !tool.exists() {
-        eprintln!("SKIPPED: interop: {} not found", tool.display());
+        skip(&format!("interop: {} not found", tool.display()));
         return None;
     }
     let status = std::process::Command::new(&tool)
@@ -55,11 +73,11 @@ pub fn cpython_chroot() -> Option<PathBuf> {
     match status {
         Ok(s) if s.success() => Some(tool),
         Ok(s) if s.code() == Some(3) => {
-            eprintln!(
-                "SKIPPED: interop: the CPython chroot is not available (exit 3); \
+            skip(&format!(
+                "interop: the CPython chroot is not available (exit 3); \
                  run `{} setup` as root to enable these checks",
                 tool.display()
-            );
+            ));
             None
         }
         other => panic!("cpython-chroot failed unexpectedly: {other:?}"),
