@@ -1,7 +1,7 @@
 """Times CPython 3.15's own TACH reader on a file: BinaryReader.replay with a no-op
 collector, the reference point for tach's decode speed (docs/performance.md).
 
-    ../shared/tools/cpython-chroot run -- python3.15 benches/cpython_reader.py FILE [RUNS]
+    scripts/cpython-chroot run -- python3.15 benches/cpython_reader.py FILE [RUNS]
 """
 import sys
 import time

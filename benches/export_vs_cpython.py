@@ -4,7 +4,7 @@ Runs inside the CPython chroot, which mounts the checkout, so both commands run 
 same machine in the same environment, alternately (run i of one, then run i of the
 other), and the paired ratios are reported with the medians:
 
-    ../shared/tools/cpython-chroot run -- python3.15 benches/export_vs_cpython.py \
+    scripts/cpython-chroot run -- python3.15 benches/export_vs_cpython.py \
         target/release/tach collapsed golden/cpython-3.15.2/stdlib_tests_large.bin 10
 
 FORMAT is one CPython replay knows: collapsed, pstats, gecko, flamegraph (CPython's is

@@ -20,7 +20,7 @@ Tools:
   needs ptrace permission).
 - cpython: CPython 3.15's own sampler, `python3.15 -m profiling.sampling run -r RATE
   --binary -o FILE workload.py`, compared against python3.15 without a profiler, in the
-  chroot (/work/shared/tools/cpython-chroot) unless this interpreter is 3.15.
+  chroot (scripts/cpython-chroot) unless this interpreter is 3.15.
 """
 
 import argparse
@@ -55,7 +55,7 @@ main(int(sys.argv[1]))
 print("ELAPSED", time.perf_counter() - t0, time.thread_time() - c0)
 '''
 
-CHROOT = "/work/shared/tools/cpython-chroot"
+CHROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts", "cpython-chroot")
 
 
 def run_timed(cmd, cwd):

@@ -10,12 +10,12 @@ ver=$1
 shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-# The tool sits in ../shared beside the checkout (as in CI), or at /work/shared.
-chroot_tool=${TACH_CHROOT_TOOL:-$root/../shared/tools/cpython-chroot}
-[ -x "$chroot_tool" ] || chroot_tool=/work/shared/tools/cpython-chroot
-chroot_dir=${TACH_CPYTHON_CHROOT:-/var/tmp/cpython-chroot}
+# The project's own chroot tool.
+chroot_tool=$root/scripts/cpython-chroot
+"$chroot_tool" status >/dev/null || exit 3
+chroot_dir=$("$chroot_tool" path)
 inc="$chroot_dir/usr/include/python$ver"
-[ -x "$chroot_tool" ] && [ -f "$inc/Python.h" ] || { echo "no CPython $ver chroot" >&2; exit 3; }
+[ -f "$inc/Python.h" ] || { echo "no CPython $ver headers in the chroot ($inc)" >&2; exit 3; }
 nodot=$(echo "$ver" | tr -d .)
 stage="$root/.chroot-build/$ver"
 # The same target directory as every other build: only pyo3 and tach itself rebuild for
@@ -41,7 +41,7 @@ cp "$CARGO_TARGET_DIR/debug/libtach.so" "$stage/tach/_native.cpython-$nodot-x86_
 # pytest is pure Python: borrow the host venv's copy.
 site=$(.venv/bin/python -c "import pytest, os; print(os.path.dirname(os.path.dirname(pytest.__file__)))")
 set +e
-"$chroot_tool" run -- env PYTHONPATH="$stage:$site" "python$ver" -m pytest \
+"$chroot_tool" run -- env PYTHONPATH="$stage:$site" TACH_SKIP_LOG="${TACH_SKIP_LOG:-}" "python$ver" -m pytest \
     -p no:cacheprovider --basetemp="$root/.pytest-tmp-$ver" python/tests/test_record.py "$@"
 rc=$?
 # The staged extension is a copy of a polars-sized library: do not keep three of them.

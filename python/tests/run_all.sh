@@ -13,7 +13,8 @@ for v in 3.13 3.14 3.15; do
     rc=$?
     case $rc in
         0) ;;
-        3) echo "   skipped: no CPython $v chroot here" ;;
+        3) echo "SKIPPED: recorder tests on CPython $v: no CPython $v chroot here" >&2
+           [ -z "${TACH_SKIP_LOG:-}" ] || echo "SKIPPED: recorder tests on CPython $v: no CPython $v chroot here" >>"$TACH_SKIP_LOG" ;;
         *) status=1 ;;
     esac
 done

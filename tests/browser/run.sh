@@ -28,6 +28,9 @@ skip() {
     exit 2
   fi
   echo "SKIPPED: browser tests: $1 (set TACH_BROWSER_TESTS=1 to install and run them)" >&2
+  if [ -n "${TACH_SKIP_LOG:-}" ]; then
+    echo "SKIPPED: browser tests: $1" >>"$TACH_SKIP_LOG"
+  fi
   exit 0
 }
 

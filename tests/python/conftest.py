@@ -13,9 +13,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "golden" / "cpython-3.15.2"
 NAMES = sorted(p.name[:-4] for p in GOLDEN.glob("*.bin"))
-CHROOT = REPO.parent / "shared" / "tools" / "cpython-chroot"
-if not CHROOT.exists():
-    CHROOT = Path("/work/shared/tools/cpython-chroot")
+CHROOT = REPO / "scripts" / "cpython-chroot"
+
+
+sys.path.insert(0, str(REPO / "python" / "tests"))
+from skiplog import pytest_runtest_logreport  # noqa: E402,F401  (a pytest hook)
+
+
+def skip_loudly(why):
+    """Says a check did not run, on stderr and as a pytest skip (which the hook above
+    writes to TACH_SKIP_LOG for scripts/test-all's closing summary)."""
+    print(f"SKIPPED: {why}", file=sys.stderr)
+    pytest.skip(why)
 
 
 def golden_bytes(name, suffix):
@@ -70,11 +79,11 @@ def exported(tach_bin, workdir):
 def chroot():
     """Runs a command in the CPython chroot; skips LOUDLY when it is unavailable."""
     probe = subprocess.run([str(CHROOT), "run", "--", "true"], cwd=REPO,
-                           capture_output=True) if CHROOT.exists() else None
-    if probe is None or probe.returncode == 3:
-        print("SKIPPED: CPython chroot not available "
-              f"({CHROOT}); chroot-based checks not run", file=sys.stderr)
-        pytest.skip("CPython chroot not available")
+                           capture_output=True, text=True)
+    if probe.returncode == 3:
+        skip_loudly(f"chroot: the CPython chroot is not available ({probe.stderr.strip()}); "
+                    "CPython interop checks not run")
+    assert probe.returncode == 0, f"{CHROOT} failed: {probe.stderr}"
 
     def run(*args):
         return subprocess.run([str(CHROOT), "run", "--", *args], cwd=REPO,

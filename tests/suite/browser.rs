@@ -11,7 +11,7 @@ fn speedscope_and_flamegraph_in_headless_chromium() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = root.join("tests/browser/run.sh");
     if Command::new("bash").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: browser tests: bash not found");
+        crate::common::skip("browser tests: bash not found");
         return;
     }
     let status = Command::new("bash")

@@ -59,27 +59,29 @@ pub fn skip(why: &str) {
     }
 }
 
-/// The CPython chroot tool, or `None` (with a loud message) when it cannot run here.
+/// The project's CPython chroot tool (`scripts/cpython-chroot`), or `None` (with a loud
+/// skip) when the chroot cannot run here (its exit status 3).
 pub fn cpython_chroot() -> Option<PathBuf> {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cpython-chroot");
-    if !tool.exists() {
-        skip(&format!("interop: {} not found", tool.display()));
-        return None;
-    }
-    let status = std::process::Command::new(&tool)
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cpython-chroot");
+    let out = std::process::Command::new(&tool)
         .args(["run", "--", "true"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status();
-    match status {
-        Ok(s) if s.success() => Some(tool),
-        Ok(s) if s.code() == Some(3) => {
+        .output()
+        .unwrap_or_else(|e| panic!("{} could not start: {e}", tool.display()));
+    match out.status.code() {
+        Some(0) => Some(tool),
+        Some(3) => {
             skip(&format!(
-                "interop: the CPython chroot is not available (exit 3); \
-                 run `{} setup` as root to enable these checks",
-                tool.display()
+                "interop: the CPython chroot is not available ({}); CPython checks not run",
+                String::from_utf8_lossy(&out.stderr).trim()
             ));
             None
         }
-        other => panic!("cpython-chroot failed unexpectedly: {other:?}"),
+        _ => panic!(
+            "{} failed unexpectedly: {:?}\n{}",
+            tool.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
     }
 }

@@ -1,6 +1,6 @@
 //! Files tach writes replay in CPython 3.15's own `profiling.sampling replay`, and
 //! CPython's collapsed output equals ours. Needs the CPython chroot
-//! (`../shared/tools/cpython-chroot`); skipped loudly when it cannot run.
+//! (`scripts/cpython-chroot`); skipped loudly when it cannot run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

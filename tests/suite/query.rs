@@ -92,10 +92,10 @@ print(json.dumps(out))
     {
         Ok(o) if o.status.success() => o,
         other => {
-            eprintln!(
-                "SKIPPED: python3 could not load {} ({other:?})",
+            crate::common::skip(&format!(
+                "query: python3 could not load {} ({other:?})",
                 path.display()
-            );
+            ));
             return None;
         }
     };
