@@ -7,9 +7,70 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::export::{self, batch, ExportOptions};
+use crate::export::{self, batch, ExportError, ExportOptions};
 use crate::tach::info::FileInfo;
-use crate::tach::{rewrite, Compression, SampleFilter, TachFile};
+use crate::tach::{rewrite, Compression, SampleFilter, TachError, TachFile};
+
+/// Why a command failed. The exit status follows from it, the same for every command:
+/// 1 for a bad or unreadable input (or any other failure of the work itself), 2 for a
+/// command line that asks for something impossible (as clap's own usage errors), and 0
+/// when standard output was closed by its reader (`tach export -o - x.bin | head`).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Read(#[from] TachError),
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    #[cfg(feature = "query")]
+    #[error(transparent)]
+    Query(#[from] crate::query::QueryError),
+    #[error("{0}")]
+    Record(String),
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CliError {
+    /// The exit status this failure ends the command with.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            _ if self.is_broken_pipe() => SUCCESS,
+            CliError::Usage(_) => USAGE,
+            #[cfg(feature = "query")]
+            CliError::Query(e) if e.is_usage() => USAGE,
+            _ => FAILURE,
+        }
+    }
+
+    /// Whether the failure is a write to a pipe whose reader has gone: not an error for
+    /// a command line tool (`| head` stops reading on purpose).
+    pub fn is_broken_pipe(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return true;
+                }
+            }
+            cause = e.source();
+        }
+        false
+    }
+}
+
+/// Maps a failed write to standard output to a [`CliError`].
+fn stdout_error(source: std::io::Error) -> CliError {
+    CliError::Write {
+        path: PathBuf::from("stdout"),
+        source,
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -79,27 +140,8 @@ struct ExportArgs {
     /// Output format (see the list below); or use one of the --FORMAT flags.
     #[arg(long, value_name = "NAME")]
     format: Option<String>,
-    /// Collapsed stacks (CPython's replay --collapsed).
-    #[arg(long)]
-    collapsed: bool,
-    /// pstats marshal file (loads with pstats.Stats).
-    #[arg(long)]
-    pstats: bool,
-    /// CPython's JSON-lines export.
-    #[arg(long)]
-    jsonl: bool,
-    /// Firefox Profiler (processed Gecko profile).
-    #[arg(long)]
-    gecko: bool,
-    /// Speedscope JSON.
-    #[arg(long)]
-    speedscope: bool,
-    /// Interactive flamegraph SVG.
-    #[arg(long)]
-    flamegraph: bool,
-    /// Parquet (the `tach query` schema).
-    #[arg(long)]
-    parquet: bool,
+    #[command(flatten)]
+    formats: FormatFlags,
     /// Output file, or - for standard output (one input only). Default: beside the input.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -116,6 +158,47 @@ struct ExportArgs {
     title: Option<String>,
     #[arg(required = true)]
     files: Vec<PathBuf>,
+}
+
+/// One `--NAME` flag per format of [`export::REGISTRY`], with the exporter's own
+/// description as its help: adding a format to the registry adds its flag.
+struct FormatFlags {
+    chosen: Vec<&'static str>,
+}
+
+impl clap::FromArgMatches for FormatFlags {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let chosen = export::REGISTRY
+            .iter()
+            .map(|e| e.name())
+            .filter(|name| m.get_flag(name))
+            .collect();
+        Ok(FormatFlags { chosen })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for FormatFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        export::REGISTRY.iter().fold(cmd, |cmd, e| {
+            cmd.arg(
+                clap::Arg::new(e.name())
+                    .long(e.name())
+                    .action(clap::ArgAction::SetTrue)
+                    .help(e.description())
+                    .help_heading("Formats")
+                    .conflicts_with("format"),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 fn export_formats_help() -> String {
@@ -144,7 +227,7 @@ struct FilterArgs {
 }
 
 impl FilterArgs {
-    fn build(&self) -> Result<SampleFilter, String> {
+    fn build(&self) -> Result<SampleFilter, CliError> {
         let mut f = SampleFilter {
             threads: (!self.threads.is_empty()).then(|| self.threads.iter().copied().collect()),
             start_s: self.start,
@@ -152,16 +235,17 @@ impl FilterArgs {
             ..Default::default()
         };
         for s in &self.status {
-            f.add_status(s)?;
+            f.add_status(s).map_err(CliError::Usage)?;
         }
         Ok(f)
     }
 }
 
-/// An exit status: 0 success, 1 failure, 2 usage error (as clap's).
-type ExitCode = u8;
+/// An exit status: 0 success, 1 a bad or unreadable input, 2 a usage error (as clap's).
+pub type ExitCode = u8;
 const SUCCESS: ExitCode = 0;
 const FAILURE: ExitCode = 1;
+const USAGE: ExitCode = 2;
 
 /// Runs the command line `args` (the first is the program name) and returns the exit
 /// status. Never exits the process: the Python package calls this inside the interpreter.
@@ -173,9 +257,10 @@ where
     let code = match Cli::try_parse_from(args) {
         Ok(cli) => match run(cli.command) {
             Ok(code) => code,
-            Err(msg) => {
-                eprintln!("tach: {msg}");
-                2
+            Err(e) if e.is_broken_pipe() => SUCCESS,
+            Err(e) => {
+                eprintln!("tach: {e}");
+                e.exit_code()
             }
         },
         Err(e) => {
@@ -189,17 +274,17 @@ where
     code
 }
 
-fn run(command: Command) -> Result<ExitCode, String> {
+fn run(command: Command) -> Result<ExitCode, CliError> {
     match command {
         Command::Info { files, json } => info(&files, json),
-        Command::Verify { files, quiet } => Ok(verify(&files, quiet)),
+        Command::Verify { files, quiet } => verify(&files, quiet),
         Command::Rewrite {
             input,
             output,
             compression,
             level,
         } => {
-            let file = TachFile::open(&input).map_err(|e| e.to_string())?;
+            let file = TachFile::open(&input)?;
             let mut builder = rewrite::builder_like(&file).level(level);
             if let Some(c) = compression {
                 builder = builder.compression(match c {
@@ -207,7 +292,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     CompressionArg::Zstd => Compression::Zstd,
                 });
             }
-            let summary = rewrite::rewrite(&file, builder, &output).map_err(|e| e.to_string())?;
+            let summary = rewrite::rewrite(&file, builder, &output)?;
             eprintln!(
                 "wrote {} ({} samples, {} threads, {} bytes)",
                 output.display(),
@@ -224,7 +309,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
     }
 }
 
-fn info(files: &[PathBuf], json: bool) -> Result<ExitCode, String> {
+fn info(files: &[PathBuf], json: bool) -> Result<ExitCode, CliError> {
     let mut infos = Vec::new();
     let mut failed = false;
     for path in files {
@@ -238,14 +323,15 @@ fn info(files: &[PathBuf], json: bool) -> Result<ExitCode, String> {
     }
     let mut out = std::io::stdout().lock();
     if json {
-        let text = serde_json::to_string_pretty(&infos).map_err(|e| e.to_string())?;
-        let _ = writeln!(out, "{text}");
+        let text = serde_json::to_string_pretty(&infos).map_err(std::io::Error::from);
+        text.and_then(|t| writeln!(out, "{t}"))
+            .map_err(stdout_error)?;
     } else {
         for (n, i) in infos.iter().enumerate() {
             if n > 0 {
-                let _ = writeln!(out);
+                writeln!(out).map_err(stdout_error)?;
             }
-            let _ = write!(out, "{}", render_info(i));
+            write!(out, "{}", render_info(i)).map_err(stdout_error)?;
         }
     }
     Ok(if failed { FAILURE } else { SUCCESS })
@@ -355,64 +441,58 @@ fn render_info(i: &FileInfo) -> String {
     s
 }
 
-fn verify(files: &[PathBuf], quiet: bool) -> ExitCode {
+fn verify(files: &[PathBuf], quiet: bool) -> Result<ExitCode, CliError> {
     let mut failed = 0;
+    let mut out = std::io::stdout().lock();
     for path in files {
         match TachFile::open(path).and_then(|f| f.verify().map(|m| (f, m))) {
             Ok((f, mix)) => {
                 if !quiet {
-                    println!(
+                    writeln!(
+                        out,
                         "{}: ok ({} samples, {} threads, {} records)",
                         path.display(),
                         mix.samples.iter().sum::<u64>(),
                         f.header().thread_count,
                         mix.records.iter().sum::<u64>()
-                    );
+                    )
+                    .map_err(stdout_error)?;
                 }
             }
             Err(e) => {
-                println!("{e}");
+                writeln!(out, "{e}").map_err(stdout_error)?;
                 failed += 1;
             }
         }
     }
     if failed > 0 {
         eprintln!("tach: {failed} of {} files are invalid", files.len());
-        FAILURE
+        Ok(FAILURE)
     } else {
-        SUCCESS
+        Ok(SUCCESS)
     }
 }
 
-fn export_cmd(args: ExportArgs) -> Result<ExitCode, String> {
-    let flags = [
-        (args.collapsed, "collapsed"),
-        (args.pstats, "pstats"),
-        (args.jsonl, "jsonl"),
-        (args.gecko, "gecko"),
-        (args.speedscope, "speedscope"),
-        (args.flamegraph, "flamegraph"),
-        (args.parquet, "parquet"),
-    ];
-    let mut chosen: Vec<&str> = flags.iter().filter(|f| f.0).map(|f| f.1).collect();
+fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {
+    let mut chosen: Vec<&str> = args.formats.chosen.clone();
     if let Some(f) = &args.format {
         chosen.push(f.as_str());
     }
     let name = match chosen.as_slice() {
         [one] => *one,
         [] => {
-            return Err(format!(
+            return Err(CliError::Usage(format!(
                 "choose an output format: --format NAME or --NAME, one of: {}",
                 export::names().join(", ")
-            ))
+            )))
         }
-        _ => return Err("choose one output format".into()),
+        _ => return Err(CliError::Usage("choose one output format".into())),
     };
     let exporter = export::find(name).ok_or_else(|| {
-        format!(
+        CliError::Usage(format!(
             "unknown format '{name}': use one of {}",
             export::names().join(", ")
-        )
+        ))
     })?;
     let filter = args.filter.build()?;
     let options = ExportOptions {
@@ -421,32 +501,32 @@ fn export_cmd(args: ExportArgs) -> Result<ExitCode, String> {
     };
     if let Some(dir) = &args.out_dir {
         if args.output.is_some() {
-            return Err("use either -o or --out-dir, not both".into());
+            return Err(CliError::Usage(
+                "use either -o or --out-dir, not both".into(),
+            ));
         }
         return Ok(export_many(exporter, &args.files, dir, &filter, &options));
     }
     if args.files.len() > 1 {
-        return Err(format!(
+        return Err(CliError::Usage(format!(
             "{} inputs: use --out-dir DIR to convert several files",
             args.files.len()
-        ));
+        )));
     }
     let input = &args.files[0];
     match args.output.as_deref() {
         Some(p) if p == Path::new("-") => {
-            let file = TachFile::open(input).map_err(|e| e.to_string())?;
+            let file = TachFile::open(input)?;
             let stdout = std::io::stdout();
             let mut w = std::io::BufWriter::new(stdout.lock());
             export::export_to(exporter, &file, &filter, &options, &mut w)
-                .and_then(|()| w.flush().map_err(export::write_error("stdout")))
-                .map_err(|e| e.to_string())?;
+                .and_then(|()| w.flush().map_err(export::write_error("stdout")))?;
         }
         other => {
             let out = other
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| export::default_output(input, exporter));
-            export::export_file(exporter, input, &out, &filter, &options)
-                .map_err(|e| e.to_string())?;
+            export::export_file(exporter, input, &out, &filter, &options)?;
             eprintln!("wrote {}", out.display());
         }
     }
@@ -544,61 +624,47 @@ struct QueryArgs {
 /// `tach query`: usage errors (bad SQL, refused statements, unknown names) exit 2,
 /// like clap's; other failures exit 1.
 #[cfg(feature = "query")]
-fn query_cmd(args: QueryArgs) -> Result<ExitCode, String> {
+fn query_cmd(args: QueryArgs) -> Result<ExitCode, CliError> {
     use crate::query::{self, output};
     if args.schema {
-        print!("{}", query::schema_text());
+        write!(std::io::stdout().lock(), "{}", query::schema_text()).map_err(stdout_error)?;
         return Ok(SUCCESS);
     }
-    let fail = |e: query::QueryError| {
-        eprintln!("tach: {e}");
-        Ok(if e.is_usage() { 2 } else { 1 })
-    };
     let format = output::Format::parse(&args.format).ok_or_else(|| {
-        format!(
+        CliError::Usage(format!(
             "unknown format '{}': use table, csv, json, ndjson or parquet",
             args.format
-        )
+        ))
     })?;
     let sql = args.sql.unwrap_or_default();
-    let files = match query::expand_inputs(&args.files) {
-        Ok(f) => f,
-        Err(e) => return fail(e),
-    };
-    let engine = match query::QueryEngine::open(&files) {
-        Ok(e) => e,
-        Err(e) => return fail(e),
-    };
+    let files = query::expand_inputs(&args.files)?;
+    let engine = query::QueryEngine::open(&files)?;
     if args.explain {
-        return match engine.explain(&sql) {
-            Ok(plan) => {
-                println!("{plan}");
-                Ok(SUCCESS)
-            }
-            Err(e) => fail(e),
-        };
+        let plan = engine.explain(&sql)?;
+        writeln!(std::io::stdout().lock(), "{plan}").map_err(stdout_error)?;
+        return Ok(SUCCESS);
     }
-    let mut df = match engine.run(&sql) {
-        Ok(df) => df,
-        Err(e) => return fail(e),
-    };
+    let mut df = engine.run(&sql)?;
     let result = match &args.output {
         Some(path) => std::fs::File::create(path)
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|source| query::QueryError::Io {
+                path: path.clone(),
+                source,
+            })
             .and_then(|f| {
                 let mut w = std::io::BufWriter::new(f);
-                output::write(&mut df, format, 0, &mut w)
-                    .and_then(|()| {
-                        w.flush().map_err(|e| query::QueryError::Io {
-                            path: path.clone(),
-                            source: e,
-                        })
+                output::write(&mut df, format, 0, &mut w).and_then(|()| {
+                    w.flush().map_err(|e| query::QueryError::Io {
+                        path: path.clone(),
+                        source: e,
                     })
-                    .map_err(|e| e.to_string())
+                })
             }),
         None => {
             if format == output::Format::Parquet && std::io::stdout().is_terminal() {
-                return Err("Parquet is binary: use -o FILE or redirect standard output".into());
+                return Err(CliError::Usage(
+                    "Parquet is binary: use -o FILE or redirect standard output".into(),
+                ));
             }
             let limit = if std::io::stdout().is_terminal() {
                 args.max_rows
@@ -606,17 +672,16 @@ fn query_cmd(args: QueryArgs) -> Result<ExitCode, String> {
                 0
             };
             let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-            output::write(&mut df, format, limit, &mut w)
-                .and_then(|()| {
-                    w.flush().map_err(|e| query::QueryError::Io {
-                        path: "stdout".into(),
-                        source: e,
-                    })
+            output::write(&mut df, format, limit, &mut w).and_then(|()| {
+                w.flush().map_err(|e| query::QueryError::Io {
+                    path: "stdout".into(),
+                    source: e,
                 })
-                .map_err(|e| e.to_string())
+            })
         }
     };
-    result.map(|()| SUCCESS)
+    result?;
+    Ok(SUCCESS)
 }
 
 #[derive(Args)]
@@ -650,7 +715,7 @@ struct RecordArgs {
     argv: Vec<std::ffi::OsString>,
 }
 
-fn record_cmd(args: RecordArgs) -> Result<ExitCode, String> {
+fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
     let mut rc = crate::record::cli::RecordCommand::new(args.argv);
     rc.output = args.output;
     rc.rate = args.rate;
@@ -660,10 +725,50 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, String> {
     rc.no_gc = args.no_gc;
     rc.compression = args.compression;
     rc.duration = args.duration;
-    let status = rc.run()?;
+    let status = rc.run().map_err(CliError::Record)?;
     // The program's own exit status is ours.
     Ok(match status.code() {
         Some(c) => c.clamp(0, 255) as u8,
         None => FAILURE,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_registered_format_has_its_flag() {
+        for e in export::REGISTRY {
+            let flag = format!("--{}", e.name());
+            let cli = Cli::try_parse_from(["tach", "export", flag.as_str(), "x.bin"])
+                .unwrap_or_else(|err| panic!("{flag}: {err}"));
+            let Command::Export(args) = cli.command else {
+                panic!("not an export")
+            };
+            assert_eq!(args.formats.chosen, vec![e.name()]);
+        }
+        // A flag and --format together are a usage error (exit 2), like two flags.
+        let both = Cli::try_parse_from(["tach", "export", "--pstats", "--format", "jsonl", "x"]);
+        assert_eq!(both.err().map(|e| e.exit_code()), Some(2));
+    }
+
+    #[test]
+    fn broken_pipe_is_recognised_through_error_sources() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let e = CliError::Export(export::write_error("stdout")(pipe));
+        assert!(e.is_broken_pipe());
+        assert_eq!(e.exit_code(), SUCCESS);
+        let other = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = CliError::Export(export::write_error("stdout")(other));
+        assert!(!e.is_broken_pipe());
+        assert_eq!(e.exit_code(), FAILURE);
+        assert_eq!(CliError::Usage("x".into()).exit_code(), USAGE);
+    }
 }

@@ -5,6 +5,7 @@
 //! time down. Run one part with a filter, e.g. `cargo test --test suite golden::`.
 
 mod browser;
+mod cli;
 mod common;
 mod corruption;
 mod export_cpython;

@@ -1,0 +1,94 @@
+//! The command line's contract, on the real binary: one meaning per exit status for
+//! every command (0 success, 1 a bad or unreadable input, 2 a usage error), and a closed
+//! pipe ends quietly with 0.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+use crate::common::golden_dir;
+
+fn tach() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tach"))
+}
+
+/// A golden file cut in the middle of its sample data: a bad input.
+fn corrupt_copy(dir: &std::path::Path) -> std::path::PathBuf {
+    let bytes = std::fs::read(golden_dir().join("cpu_recursive.bin")).unwrap();
+    let path = dir.join("cut.bin");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    path
+}
+
+#[test]
+fn a_bad_input_exits_1_in_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = corrupt_copy(dir.path());
+    let cut = cut.to_str().unwrap();
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["info", cut],
+        vec!["verify", cut],
+        vec!["rewrite", cut, "-o", out],
+        vec!["export", "--collapsed", "-o", out, cut],
+        vec!["export", "--pstats", "-o", "-", cut],
+        vec!["export", "--gecko", "--out-dir", out, cut],
+    ];
+    if cfg!(feature = "query") {
+        commands.push(vec!["query", "select count(*) from samples", cut]);
+    }
+    for args in commands {
+        let o = tach().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {o:?}");
+        // verify reports each file's verdict on stdout; the others on stderr.
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(said.contains("cut.bin"), "{args:?} names no file: {said}");
+    }
+}
+
+#[test]
+fn a_usage_error_exits_2_in_every_command() {
+    let bin = golden_dir().join("cpu_recursive.bin");
+    let bin = bin.to_str().unwrap();
+    for args in [
+        vec!["export", bin],                                   // no format
+        vec!["export", "--format", "nope", bin],               // unknown format
+        vec!["export", "--collapsed", "--status", "hot", bin], // unknown status flag
+        vec!["export", "--collapsed", "-o", "x", "--out-dir", "y", bin],
+        vec!["info"],       // clap: missing file
+        vec!["frobnicate"], // clap: unknown command
+    ] {
+        let o = tach().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+    }
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_with_0() {
+    let bin = golden_dir().join("stdlib_tests_large.bin");
+    for format in ["--collapsed", "--jsonl"] {
+        let mut child = tach()
+            .args(["export", format, "-o", "-"])
+            .arg(&bin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one line's worth, then close the pipe as `head` does.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 100];
+        stdout.read_exact(&mut first).unwrap();
+        drop(stdout);
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{format}: {o:?}");
+        assert!(
+            o.stderr.is_empty(),
+            "{format}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
