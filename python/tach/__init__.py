@@ -12,10 +12,13 @@
     def main(): ...
 
 Or from the command line: ``python -m tach run -o out.tach script.py args...``.
+In a notebook, ``%load_ext tach`` then ``%%tach`` records a cell and shows its
+flamegraph.
 The files replay with ``python3.15 -m profiling.sampling replay``.
 """
 
 from ._record import describe, is_running, profile, start, stop
+from ._magic import load_ipython_extension
 from ._api import (
     ConvertResult,
     Flamegraph,

@@ -13,7 +13,7 @@ cd "$root"
 venv=${TACH_API_VENV:-$root/.venv-api}
 rm -rf "$venv"
 "${PYTHON:-python3}" -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check maturin polars pyarrow pytest
+"$venv/bin/pip" install -q --disable-pip-version-check maturin polars pyarrow pytest nbclient nbformat ipykernel
 # --no-build-isolation: use the maturin just installed instead of fetching another.
 PATH="$venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install -q --disable-pip-version-check \
     --no-build-isolation "$root"

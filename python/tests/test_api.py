@@ -477,3 +477,21 @@ def test_package_ships_stubs():
     assert (pkg / "_native.pyi").exists()
     assert {"open", "query", "convert", "Writer", "TachError"} <= set(tach.__all__)
     assert issubclass(tach.TachError, ValueError)
+
+
+def test_tach_cell_magic_in_a_real_notebook():
+    """`%%tach` records a cell in a real kernel (nbclient + ipykernel) and shows the
+    profile with its flamegraph; `_` in the next cell is the opened profile."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(Path(__file__).parent / "notebooks" / "tach_magic.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    magic, after = nb.cells[3], nb.cells[4]
+    html = "".join(o.get("data", {}).get("text/html", "") for o in magic.outputs)
+    assert "<svg" in html and "fib" in html and "slow_sum" in html, magic.outputs
+    stderr = "".join(o.get("text", "") for o in magic.outputs if o.get("name") == "stderr")
+    assert "samples in" in stderr and "Hz achieved" in stderr, stderr
+    out = "".join(o.get("text", "") for o in after.outputs)
+    count, top = out.split(" ", 1)
+    assert int(count) > 100, out
+    assert "fib" in top, out

@@ -37,6 +37,22 @@ pub fn golden_sibling(bin: &Path, suffix: &str) -> Option<Vec<u8>> {
     None
 }
 
+/// Every golden file's name without `.bin`, sorted.
+pub fn golden_names() -> Vec<String> {
+    golden_bins().iter().map(|b| name(b)).collect()
+}
+
+/// A file of the golden corpus by its file name.
+pub fn golden_path(file_name: &str) -> PathBuf {
+    golden_dir().join(file_name)
+}
+
+/// CPython's output `NAME.SUFFIX` (or its `.gz`) for the golden file `NAME.bin`.
+pub fn golden_output(name: &str, suffix: &str) -> Vec<u8> {
+    let bin = golden_path(&format!("{name}.bin"));
+    golden_sibling(&bin, suffix).unwrap_or_else(|| panic!("no golden {name}{suffix}"))
+}
+
 pub fn name(bin: &Path) -> String {
     bin.file_stem().unwrap().to_string_lossy().into_owned()
 }

@@ -1,44 +1,11 @@
 //! Golden tests: our collapsed, pstats, jsonl and gecko exports against CPython 3.15.2's own
 //! `replay` outputs in golden/cpython-3.15.2/, for every golden file.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 use tach::export::{self, ExportOptions};
 use tach::tach::{SampleFilter, TachFile};
 
-fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2")
-}
-
-/// Every golden `.bin`, by name without extension.
-fn golden_names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(golden_dir())
-        .unwrap()
-        .filter_map(|e| {
-            let name = e.unwrap().file_name().into_string().unwrap();
-            name.strip_suffix(".bin").map(str::to_owned)
-        })
-        .collect();
-    names.sort();
-    assert!(names.len() >= 18, "golden corpus missing: {names:?}");
-    names
-}
-
-/// A golden output, gunzipped when it is stored as `.gz`.
-fn golden(name: &str, suffix: &str) -> Vec<u8> {
-    let plain = golden_dir().join(format!("{name}{suffix}"));
-    if plain.exists() {
-        return std::fs::read(plain).unwrap();
-    }
-    let gz = golden_dir().join(format!("{name}{suffix}.gz"));
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("{}: {e}", gz.display()));
-    out
-}
+use crate::common::{golden_dir, golden_names, golden_output as golden};
 
 fn ours(name: &str, format: &str) -> Vec<u8> {
     let file = TachFile::open(golden_dir().join(format!("{name}.bin"))).unwrap();

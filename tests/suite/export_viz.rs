@@ -2,30 +2,17 @@
 //! browser (the browser checks are in tests/browser/, run by tests/suite/browser.rs).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tach::export::{export_to, find, ExportOptions};
 use tach::tach::{SampleFilter, TachFile};
 
-fn golden(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("golden/cpython-3.15.2")
-        .join(name)
-}
+use crate::common::golden_path as golden;
 
-/// A golden text file, gunzipping `NAME.gz` when only that exists.
-fn read_golden(name: &str) -> String {
-    let plain = golden(name);
-    if plain.exists() {
-        return std::fs::read_to_string(plain).unwrap();
-    }
-    let gz = std::fs::File::open(golden(&format!("{name}.gz"))).unwrap();
-    let mut s = String::new();
-    flate2::read::GzDecoder::new(gz)
-        .read_to_string(&mut s)
-        .unwrap();
-    s
+/// A golden text file by its full name (`NAME.SUFFIX`), gunzipped when stored as `.gz`.
+fn read_golden(file_name: &str) -> String {
+    let (name, suffix) = file_name.split_at(file_name.find('.').unwrap());
+    String::from_utf8(crate::common::golden_output(name, suffix)).unwrap()
 }
 
 fn export(format: &str, bin: &str, filter: &SampleFilter, options: &ExportOptions) -> Vec<u8> {

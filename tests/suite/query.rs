@@ -5,18 +5,14 @@
 //! defines them, otherwise an independent computation from the decoded samples.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use polars::prelude::*;
 use tach::query::{QueryEngine, QueryError};
 use tach::tach::{OwnedSample, TachFile};
 
-fn golden(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("golden/cpython-3.15.2")
-        .join(name)
-}
+use crate::common::golden_path as golden;
 
 fn engine(names: &[&str]) -> QueryEngine {
     let paths: Vec<PathBuf> = names.iter().map(|n| golden(n)).collect();
