@@ -83,12 +83,12 @@ fn table(engine: &QueryEngine, input: &ExportInput<'_>, name: &str) -> Result<Da
 fn filter_expr(input: &ExportInput<'_>) -> Result<Option<Expr>> {
     let f = input.filter;
     let mut preds: Vec<Expr> = Vec::new();
-    for (name, bit) in crate::query::tables::FLAGS {
-        if f.status_set & bit != 0 {
-            preds.push(col(name));
+    for flag in crate::tach::filter::status::FLAGS {
+        if f.status_set & flag.bit != 0 {
+            preds.push(col(flag.column));
         }
-        if f.status_clear & bit != 0 {
-            preds.push(col(name).not());
+        if f.status_clear & flag.bit != 0 {
+            preds.push(col(flag.column).not());
         }
     }
     if let Some(threads) = &f.threads {

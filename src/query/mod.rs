@@ -10,6 +10,7 @@ pub mod guard;
 pub mod opnames;
 pub mod output;
 pub mod pushdown;
+pub mod schema;
 pub mod tables;
 
 use std::path::{Path, PathBuf};
@@ -207,38 +208,9 @@ fn sql_error(sql: &str, e: PolarsError) -> QueryError {
     QueryError::Sql { message }
 }
 
-/// The tables and their columns, for `--schema`.
+/// The tables and their columns, for `--schema` (see [`schema`]).
 pub fn schema_text() -> String {
-    let mut s = String::new();
-    for t in TABLES {
-        let schema = tables::schema_of(t).unwrap_or_default();
-        s.push_str(t);
-        s.push_str(match t {
-            "samples" => "  (one row per thread-sample; funcname/filename/lineno are the leaf frame's)\n",
-            "frames" => "  (the frame table)\n",
-            "stacks" => "  (one row per frame of each unique stack; position 0 = leaf)\n",
-            "stack_counts" => "  (samples per unique stack, thread and status: join with stacks for inclusive counts)\n",
-            "sample_frames" => "  (one row per frame of each sample; lazy, large: prefer stacks + stack_counts)\n",
-            _ => "\n",
-        });
-        for (name, dtype) in schema.iter() {
-            s.push_str(&format!("  {:<16} {}\n", name.as_str(), dtype_name(dtype)));
-        }
-    }
-    s
-}
-
-fn dtype_name(d: &DataType) -> &'static str {
-    match d {
-        DataType::String => "string",
-        DataType::Boolean => "boolean",
-        DataType::Int32 => "int32",
-        DataType::Int64 => "int64",
-        DataType::UInt32 => "uint32",
-        DataType::UInt64 => "uint64",
-        DataType::Float64 => "float64",
-        _ => "other",
-    }
+    schema::schema_text()
 }
 
 /// Expands shell-style globs in the inputs (for shells that pass them unexpanded, and

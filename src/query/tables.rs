@@ -65,7 +65,7 @@ fn read_err(e: crate::tach::TachError) -> PolarsError {
     PolarsError::ComputeError(e.to_string().into())
 }
 
-/// The tables every query can use, in `--schema` order.
+/// The tables every query can use, in `--schema` order (see `schema.rs`).
 pub const TABLES: [&str; 5] = [
     "samples",
     "frames",
@@ -74,135 +74,56 @@ pub const TABLES: [&str; 5] = [
     "sample_frames",
 ];
 
-/// Status flag columns, in the order of the schema (the Parquet exporter filters on them).
-pub(crate) const FLAGS: [(&str, u8); 6] = [
-    ("has_gil", flag::HAS_GIL),
-    ("on_cpu", flag::ON_CPU),
-    ("gil_requested", flag::GIL_REQUESTED),
-    ("has_exception", flag::HAS_EXCEPTION),
-    ("main_thread", flag::MAIN_THREAD),
-    ("unknown", flag::UNKNOWN),
-];
-
-fn field(name: &str, dtype: DataType) -> Field {
-    Field::new(name.into(), dtype)
+/// A table's columns as polars fields, from the one definition in `schema.rs`.
+fn schema_named(table: &str) -> Schema {
+    super::schema::table(table)
+        .map(|t| t.polars_schema())
+        .unwrap_or_default()
 }
 
-/// Frame columns shared by `frames`, `stacks` and `sample_frames`.
+/// A frame's own columns (those of `frames` after `file` and `frame_id`).
 fn frame_fields() -> Vec<Field> {
-    vec![
-        field("filename", DataType::String),
-        field("funcname", DataType::String),
-        field("lineno", DataType::Int32),
-        field("end_lineno", DataType::Int32),
-        field("column", DataType::Int32),
-        field("end_column", DataType::Int32),
-        field("opcode", DataType::Int32),
-        field("opname", DataType::String),
-    ]
-}
-
-fn status_fields() -> Vec<Field> {
-    let mut v = vec![field("status", DataType::Int32)];
-    v.extend(FLAGS.iter().map(|(n, _)| field(n, DataType::Boolean)));
-    v
+    frames_schema()
+        .iter_fields()
+        .filter(|f| f.name != "file" && f.name != "frame_id")
+        .collect()
 }
 
 pub fn samples_schema() -> Schema {
-    let mut v = vec![
-        field("file", DataType::String),
-        field("sample", DataType::Int64),
-        field("timestamp_us", DataType::Int64),
-        field("time_s", DataType::Float64),
-        field("thread_id", DataType::UInt64),
-        field("interpreter_id", DataType::UInt32),
-    ];
-    v.extend(status_fields());
-    v.extend([
-        field("stack_id", DataType::UInt32),
-        field("depth", DataType::UInt32),
-        field("frame_id", DataType::UInt32),
-        field("funcname", DataType::String),
-        field("filename", DataType::String),
-        field("lineno", DataType::Int32),
-    ]);
-    Schema::from_iter(v)
+    schema_named("samples")
 }
 
 pub fn frames_schema() -> Schema {
-    let mut v = vec![
-        field("file", DataType::String),
-        field("frame_id", DataType::UInt32),
-    ];
-    v.extend(frame_fields());
-    Schema::from_iter(v)
+    schema_named("frames")
 }
 
 pub fn stacks_schema() -> Schema {
-    let mut v = vec![
-        field("file", DataType::String),
-        field("stack_id", DataType::UInt32),
-        field("position", DataType::UInt32),
-        field("frame_id", DataType::UInt32),
-    ];
-    v.extend(frame_fields());
-    Schema::from_iter(v)
+    schema_named("stacks")
 }
 
 pub fn stack_counts_schema() -> Schema {
-    let mut v = vec![
-        field("file", DataType::String),
-        field("stack_id", DataType::UInt32),
-        field("thread_id", DataType::UInt64),
-        field("interpreter_id", DataType::UInt32),
-    ];
-    v.extend(status_fields());
-    v.push(field("samples", DataType::UInt64));
-    Schema::from_iter(v)
+    schema_named("stack_counts")
 }
 
-/// The sample columns that `sample_frames` keeps (the leaf-frame ones come from the
-/// stack instead).
-const SAMPLE_FRAMES_SAMPLE_COLS: [&str; 14] = [
-    "file",
-    "sample",
-    "timestamp_us",
-    "time_s",
-    "thread_id",
-    "interpreter_id",
-    "status",
-    "has_gil",
-    "on_cpu",
-    "gil_requested",
-    "has_exception",
-    "main_thread",
-    "unknown",
-    "stack_id",
-];
-
 pub fn sample_frames_schema() -> Schema {
+    schema_named("sample_frames")
+}
+
+/// The sample columns that `sample_frames` keeps: those it shares with `samples`
+/// before `depth` (the leaf-frame ones come from the stack instead).
+fn sample_frames_sample_columns() -> Vec<PlSmallStr> {
     let samples = samples_schema();
-    let mut v: Vec<Field> = SAMPLE_FRAMES_SAMPLE_COLS
-        .iter()
-        .map(|c| field(c, samples.get(c).cloned().unwrap_or(DataType::Null)))
-        .collect();
-    v.push(field("depth", DataType::UInt32));
-    v.push(field("position", DataType::UInt32));
-    v.push(field("frame_id", DataType::UInt32));
-    v.extend(frame_fields());
-    Schema::from_iter(v)
+    sample_frames_schema()
+        .iter_names()
+        .take_while(|n| n.as_str() != "depth")
+        .filter(|n| samples.contains(n))
+        .cloned()
+        .collect()
 }
 
 /// The schema of a table by name.
 pub fn schema_of(table: &str) -> Option<Schema> {
-    Some(match table {
-        "samples" => samples_schema(),
-        "frames" => frames_schema(),
-        "stacks" => stacks_schema(),
-        "stack_counts" => stack_counts_schema(),
-        "sample_frames" => sample_frames_schema(),
-        _ => return None,
-    })
+    super::schema::table(table).map(|t| t.polars_schema())
 }
 
 /// `-1` in the frame table means "absent": null in SQL.
@@ -354,7 +275,7 @@ impl AnonymousScan for SamplesScan {
         let w = Wanted(args.with_columns.clone());
         let limit = args.n_rows.unwrap_or(usize::MAX);
         let want_ts = w.has("timestamp_us") || w.has("time_s");
-        let want_status = w.has("status") || FLAGS.iter().any(|(n, _)| w.has(n));
+        let want_status = w.has("status") || flag::FLAGS.iter().any(|f| w.has(f.column));
         let want_leaf =
             w.has("frame_id") || ["funcname", "filename", "lineno"].iter().any(|c| w.has(c));
         let want_stack = w.has("stack_id");
@@ -493,11 +414,11 @@ fn status_columns(w: &Wanted, status: &[u8]) -> Vec<Column> {
             status.iter().map(|&s| s as i32).collect::<Vec<_>>(),
         ));
     }
-    for (name, bit) in FLAGS {
-        if w.has(name) {
+    for f in flag::FLAGS {
+        if w.has(f.column) {
             cols.push(Column::new(
-                name.into(),
-                status.iter().map(|&s| s & bit != 0).collect::<Vec<_>>(),
+                f.column.into(),
+                status.iter().map(|&s| s & f.bit != 0).collect::<Vec<_>>(),
             ));
         }
     }
@@ -523,7 +444,7 @@ pub fn sample_groups_schema() -> Schema {
         .map(|(name, dtype)| Field::new(name.clone(), dtype.clone()))
         .collect();
     // The type polars gives count(*), so sum(weight) has the same.
-    v.push(field(WEIGHT_COLUMN, IDX_DTYPE));
+    v.push(Field::new(WEIGHT_COLUMN.into(), IDX_DTYPE));
     Schema::from_iter(v)
 }
 
@@ -561,7 +482,7 @@ impl AnonymousScan for SampleGroupsScan {
         let src = &self.0;
         let w = Wanted(args.with_columns.clone());
         let want_thread = w.has("thread_id") || w.has("interpreter_id");
-        let want_status = w.has("status") || FLAGS.iter().any(|(n, _)| w.has(n));
+        let want_status = w.has("status") || flag::FLAGS.iter().any(|f| w.has(f.column));
         let want_leaf =
             w.has("frame_id") || ["funcname", "filename", "lineno"].iter().any(|c| w.has(c));
         let want_stack = w.has("stack_id");
@@ -943,9 +864,9 @@ fn union_of(per_file: Vec<LazyFrame>) -> PolarsResult<LazyFrame> {
 /// sample (use `stack_counts` with `stacks` for whole-profile inclusive counts).
 fn sample_frames_lf(src: &Arc<Source>) -> PolarsResult<LazyFrame> {
     let samples = scan_lf(SamplesScan(src.clone()), samples_schema(), "tach samples")?.select(
-        SAMPLE_FRAMES_SAMPLE_COLS
-            .iter()
-            .map(|c| col(*c))
+        sample_frames_sample_columns()
+            .into_iter()
+            .map(col)
             .chain([col("depth")])
             .collect::<Vec<_>>(),
     );

@@ -15,15 +15,66 @@ pub mod status {
     pub const HAS_EXCEPTION: u8 = 16;
     pub const MAIN_THREAD: u8 = 32;
 
-    /// Flag names accepted by `--status`, with their bits.
-    pub const NAMES: [(&str, u8); 6] = [
-        ("has-gil", HAS_GIL),
-        ("on-cpu", ON_CPU),
-        ("unknown", UNKNOWN),
-        ("gil-requested", GIL_REQUESTED),
-        ("has-exception", HAS_EXCEPTION),
-        ("main-thread", MAIN_THREAD),
+    /// One status flag: its bit, the name `--status` takes, the name of its boolean
+    /// column in the query tables and Parquet, and what it means.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Flag {
+        pub bit: u8,
+        pub name: &'static str,
+        pub column: &'static str,
+        pub meaning: &'static str,
+    }
+
+    /// Every flag, written once, in the order of the query tables' columns.
+    pub const FLAGS: [Flag; 6] = [
+        Flag {
+            bit: HAS_GIL,
+            name: "has-gil",
+            column: "has_gil",
+            meaning: "the thread held the GIL",
+        },
+        Flag {
+            bit: ON_CPU,
+            name: "on-cpu",
+            column: "on_cpu",
+            meaning: "the thread was running on a CPU",
+        },
+        Flag {
+            bit: GIL_REQUESTED,
+            name: "gil-requested",
+            column: "gil_requested",
+            meaning: "the thread was waiting for the GIL",
+        },
+        Flag {
+            bit: HAS_EXCEPTION,
+            name: "has-exception",
+            column: "has_exception",
+            meaning: "an exception was being raised or handled",
+        },
+        Flag {
+            bit: MAIN_THREAD,
+            name: "main-thread",
+            column: "main_thread",
+            meaning: "the interpreter's main thread",
+        },
+        Flag {
+            bit: UNKNOWN,
+            name: "unknown",
+            column: "unknown",
+            meaning: "the sampler could not tell the thread's state",
+        },
     ];
+
+    /// `(name, bit)` of every flag, as `--status` takes them (derived from [`FLAGS`]).
+    pub const NAMES: [(&str, u8); 6] = {
+        let mut out = [("", 0u8); 6];
+        let mut i = 0;
+        while i < FLAGS.len() {
+            out[i] = (FLAGS[i].name, FLAGS[i].bit);
+            i += 1;
+        }
+        out
+    };
 }
 
 /// Which samples to keep. The default keeps everything.
