@@ -92,11 +92,13 @@ def cli_schema():
     _, out, _ = cli("query", "--schema")
     tables, current = {}, None
     for line in out.splitlines():
+        if line.startswith("schema version"):
+            continue
         if not line.startswith(" "):
             current = line.split()[0]
             tables[current] = []
         elif line.strip():
-            name, dtype = line.split()
+            name, dtype = line.split()[:2]  # then the column's meaning
             tables[current].append((name, dtype))
     return tables
 
