@@ -1,4 +1,4 @@
-//! `tach query` and the Parquet exporter: the one test binary that links polars.
+//! `tach query` and the Parquet exporter (the part of the suite that needs the `query` feature).
 //!
 //! The nine queries of issue 4 each get a checked answer: CPython's own pstats numbers
 //! (golden/cpython-3.15.2/NAME.pstats, loaded with Python's marshal) where CPython
