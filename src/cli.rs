@@ -228,16 +228,8 @@ struct FilterArgs {
 
 impl FilterArgs {
     fn build(&self) -> Result<SampleFilter, CliError> {
-        let mut f = SampleFilter {
-            threads: (!self.threads.is_empty()).then(|| self.threads.iter().copied().collect()),
-            start_s: self.start,
-            end_s: self.end,
-            ..Default::default()
-        };
-        for s in &self.status {
-            f.add_status(s).map_err(CliError::Usage)?;
-        }
-        Ok(f)
+        SampleFilter::from_options(&self.threads, self.start, self.end, &self.status)
+            .map_err(CliError::Usage)
     }
 }
 

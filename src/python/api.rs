@@ -105,16 +105,13 @@ fn filter(
     end: Option<f64>,
     status: Option<Vec<String>>,
 ) -> PyResult<SampleFilter> {
-    let mut f = SampleFilter {
-        threads: threads.map(|t| t.into_iter().collect()),
-        start_s: start,
-        end_s: end,
-        ..Default::default()
-    };
-    for s in status.unwrap_or_default() {
-        f.add_status(&s).map_err(TachError::new_err)?;
-    }
-    Ok(f)
+    SampleFilter::from_options(
+        &threads.unwrap_or_default(),
+        start,
+        end,
+        &status.unwrap_or_default(),
+    )
+    .map_err(TachError::new_err)
 }
 
 fn exporter(format: &str) -> PyResult<&'static dyn Exporter> {

@@ -106,6 +106,40 @@ impl SampleFilter {
         self.start_s.is_some() || self.end_s.is_some()
     }
 
+    /// The filter a user asks for, built the same way by every front end (the CLI's
+    /// `--thread/--start/--end/--status` and the Python package's keyword arguments):
+    /// thread ids (none: every thread), a window in seconds from the first sample, and
+    /// status terms (see [`SampleFilter::add_status`]).
+    pub fn from_options<S: AsRef<str>>(
+        threads: &[u64],
+        start_s: Option<f64>,
+        end_s: Option<f64>,
+        status: &[S],
+    ) -> Result<Self, String> {
+        for (what, v) in [("start", start_s), ("end", end_s)] {
+            if v.is_some_and(|v| !v.is_finite()) {
+                return Err(format!("the {what} time must be a number of seconds"));
+            }
+        }
+        if let (Some(s), Some(e)) = (start_s, end_s) {
+            if s >= e {
+                return Err(format!(
+                    "the window {s} s to {e} s is empty: the end must come after the start"
+                ));
+            }
+        }
+        let mut f = SampleFilter {
+            threads: (!threads.is_empty()).then(|| threads.iter().copied().collect()),
+            start_s,
+            end_s,
+            ..Default::default()
+        };
+        for term in status {
+            f.add_status(term.as_ref())?;
+        }
+        Ok(f)
+    }
+
     /// Adds a `--status` term: a flag name, or `no-` and a flag name.
     pub fn add_status(&mut self, term: &str) -> Result<(), String> {
         let (negate, name) = match term.strip_prefix("no-") {
@@ -169,5 +203,34 @@ impl BoundFilter<'_> {
             return false;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_options_is_what_every_front_end_builds() {
+        let f =
+            SampleFilter::from_options(&[7, 9], Some(1.0), Some(2.5), &["has-gil", "no-on-cpu"])
+                .unwrap();
+        assert_eq!(f.threads, Some([7, 9].into_iter().collect()));
+        assert_eq!((f.start_s, f.end_s), (Some(1.0), Some(2.5)));
+        assert_eq!(
+            (f.status_set, f.status_clear),
+            (status::HAS_GIL, status::ON_CPU)
+        );
+        // No thread ids: every thread.
+        let all = SampleFilter::from_options::<&str>(&[], None, None, &[]).unwrap();
+        assert!(all.is_empty());
+        for (start, end, terms, says) in [
+            (Some(2.0), Some(1.0), vec![], "empty"),
+            (Some(f64::NAN), None, vec![], "number"),
+            (None, None, vec!["hot"], "unknown status flag 'hot'"),
+        ] {
+            let e = SampleFilter::from_options(&[], start, end, &terms).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
     }
 }

@@ -59,8 +59,9 @@ fn a_usage_error_exits_2_in_every_command() {
         vec!["export", "--format", "nope", bin],               // unknown format
         vec!["export", "--collapsed", "--status", "hot", bin], // unknown status flag
         vec!["export", "--collapsed", "-o", "x", "--out-dir", "y", bin],
-        vec!["info"],       // clap: missing file
-        vec!["frobnicate"], // clap: unknown command
+        vec!["export", "--collapsed", "--start", "5", "--end", "2", bin], // empty window
+        vec!["info"],                                                     // clap: missing file
+        vec!["frobnicate"],                                               // clap: unknown command
     ] {
         let o = tach().args(&args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
