@@ -5,6 +5,7 @@
 //! defines them, otherwise an independent computation from the decoded samples.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -69,10 +70,11 @@ struct Pstats {
 }
 
 fn load_pstats(bin: &str) -> Option<Pstats> {
-    let path = golden(&bin.replace(".bin", ".pstats"));
+    // CPython's marshalled pstats, plain or gzipped beside the golden file.
+    let pstats = crate::common::golden_output(bin.trim_end_matches(".bin"), ".pstats");
     let script = r#"
 import json, marshal, sys
-d = marshal.load(open(sys.argv[1], 'rb'))
+d = marshal.loads(sys.stdin.buffer.read())
 out = []
 for k, v in d.items():
     if len(k) != 3:
@@ -80,17 +82,26 @@ for k, v in d.items():
     out.append([list(k), v[0], v[1], [[list(c), n] for c, n in v[4].items()]])
 print(json.dumps(out))
 "#;
-    let out = match Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(&path)
-        .output()
-    {
+    let run = || -> std::io::Result<std::process::Output> {
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        child.stdin.take().unwrap().write_all(&pstats)?;
+        child.wait_with_output()
+    };
+    let out = match run() {
         Ok(o) if o.status.success() => o,
-        other => {
+        Ok(o) => panic!(
+            "python3 could not read CPython's pstats of {bin}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
             crate::common::skip(&format!(
-                "query: python3 could not load {} ({other:?})",
-                path.display()
+                "query: no python3 to read marshalled pstats ({e})"
             ));
             return None;
         }
