@@ -23,6 +23,7 @@ use super::pyjson::push_str;
 use super::render::is_internal;
 use super::{write_error, ExportInput, Exporter, Result};
 use crate::tach::header::ProfilingMode;
+use crate::tach::totals::totals;
 use crate::tach::TachFile;
 
 pub struct Jsonl;
@@ -85,61 +86,25 @@ impl Exporter for Jsonl {
         let index = input.index()?;
         let file = input.file;
 
-        let counts = index.stack_totals();
-
         let mut string_ids: HashMap<&str, u32> = HashMap::new();
         let mut strings: Vec<&str> = Vec::new();
-        let mut frame_ids: HashMap<(u32, u32, Fields), u32> = HashMap::new();
-        let mut frames: Vec<(u32, u32, Fields)> = Vec::new();
-        let mut self_counts: Vec<u64> = Vec::new();
-        let mut cumulative: Vec<u64> = Vec::new();
-        let mut seen: Vec<u32> = Vec::new();
-        let mut frame_cache: Vec<u32> = vec![u32::MAX; file.frames().len()];
-        let mut total = 0u64;
-
-        for (id, &count) in counts.iter().enumerate() {
-            if count == 0 {
-                continue;
+        // CPython's frame table: one entry per (path, function, location), numbered in
+        // the order its collector meets them, strings numbered as each frame is first met.
+        let totals = totals(index, file.frames().len(), false, |f| {
+            if is_internal(file, f) {
+                return None;
             }
-            let stack = index.stacks.get(id as u32);
-            let mut first = true;
-            for &f in stack {
-                if is_internal(file, f) {
-                    continue;
-                }
-                let mut fid = frame_cache[f as usize];
-                if fid == u32::MAX {
-                    let func = file.funcname(f);
-                    let path = file.filename(f);
-                    let func_id = *string_ids.entry(func).or_insert_with(|| {
-                        strings.push(func);
-                        (strings.len() - 1) as u32
-                    });
-                    let path_id = *string_ids.entry(path).or_insert_with(|| {
-                        strings.push(path);
-                        (strings.len() - 1) as u32
-                    });
-                    let key = (path_id, func_id, fields(file, f));
-                    fid = *frame_ids.entry(key).or_insert_with(|| {
-                        frames.push(key);
-                        self_counts.push(0);
-                        cumulative.push(0);
-                        seen.push(u32::MAX);
-                        (frames.len() - 1) as u32
-                    });
-                    frame_cache[f as usize] = fid;
-                }
-                if first {
-                    first = false;
-                    total += count;
-                    self_counts[fid as usize] += count;
-                }
-                if seen[fid as usize] != id as u32 {
-                    seen[fid as usize] = id as u32;
-                    cumulative[fid as usize] += count;
-                }
+            let mut ids = [0u32; 2];
+            for (id, s) in ids.iter_mut().zip([file.funcname(f), file.filename(f)]) {
+                *id = *string_ids.entry(s).or_insert_with(|| {
+                    strings.push(s);
+                    (strings.len() - 1) as u32
+                });
             }
-        }
+            let [func_id, path_id] = ids;
+            Some((path_id, func_id, fields(file, f)))
+        });
+        let total = totals.samples;
 
         let rid = run_id(file);
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
@@ -177,10 +142,10 @@ impl Exporter for Jsonl {
             buf.extend_from_slice(b"]}\n");
         }
 
-        for (c, chunk) in frames.chunks(CHUNK).enumerate() {
+        for (c, chunk) in totals.keys.chunks(CHUNK).enumerate() {
             base(&mut buf, "frame_table");
             buf.extend_from_slice(b",\"frames\":[");
-            for (i, (path, func, fl)) in chunk.iter().enumerate() {
+            for (i, (path, func, fl)) in chunk.iter().map(|k| &k.key).enumerate() {
                 if i > 0 {
                     buf.push(b',');
                 }
@@ -204,13 +169,13 @@ impl Exporter for Jsonl {
             buf.extend_from_slice(b"]}\n");
         }
 
-        for c in 0..frames.len().div_ceil(CHUNK) {
+        for c in 0..totals.keys.len().div_ceil(CHUNK) {
             base(&mut buf, "agg");
             let _ = write!(
                 buf,
                 ",\"kind\":\"frame\",\"scope\":\"final\",\"samples_total\":{total},\"entries\":["
             );
-            let end = ((c + 1) * CHUNK).min(frames.len());
+            let end = ((c + 1) * CHUNK).min(totals.keys.len());
             for fid in c * CHUNK..end {
                 if fid > c * CHUNK {
                     buf.push(b',');
@@ -218,7 +183,7 @@ impl Exporter for Jsonl {
                 let _ = write!(
                     buf,
                     "{{\"frame_id\":{fid},\"self\":{},\"cumulative\":{}}}",
-                    self_counts[fid], cumulative[fid]
+                    totals.keys[fid].self_samples, totals.keys[fid].cumulative
                 );
             }
             buf.extend_from_slice(b"]}\n");

@@ -12,6 +12,7 @@ pub mod records;
 pub mod rewrite;
 pub mod source;
 pub mod tables;
+pub mod totals;
 pub mod varint;
 pub mod writer;
 
@@ -21,7 +22,7 @@ pub use header::{
     ByteOrder, CaptureFeatures, Compression, Config, Footer, Header, ProfilingMode, Stats,
     MAX_STACK_DEPTH,
 };
-pub use index::{IndexOptions, ProfileIndex};
+pub use index::ProfileIndex;
 pub use reader::{Decompression, SampleStream, TachFile};
 pub use records::{OwnedSample, RecordKind, RecordMix, Sample};
 pub use tables::{FrameEntry, Location};
