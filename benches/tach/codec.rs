@@ -8,7 +8,7 @@ use std::io::Cursor;
 use std::path::PathBuf;
 
 use criterion::{criterion_group, Criterion, Throughput};
-use tach::tach::index::{IndexOptions, ProfileIndex};
+use tach::tach::index::ProfileIndex;
 use tach::tach::{rewrite, Decompression, SampleFilter, TachFile};
 
 fn inputs() -> Vec<PathBuf> {
@@ -53,7 +53,7 @@ fn decode(c: &mut Criterion) {
         });
         g.bench_function(format!("index/{name}"), |b| {
             b.iter(|| {
-                ProfileIndex::build(&file, &SampleFilter::default(), IndexOptions::default())
+                ProfileIndex::build(&file, &SampleFilter::default())
                     .unwrap()
                     .total_samples
             })

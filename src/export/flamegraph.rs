@@ -538,7 +538,7 @@ mod tests {
     use super::*;
     use crate::export::render::is_internal;
     use crate::export::{export_to, ExportOptions};
-    use crate::tach::index::{IndexOptions, ProfileIndex};
+    use crate::tach::index::ProfileIndex;
     use crate::tach::SampleFilter;
 
     /// Every unique stack as a full folded line, the way inferno is usually fed.
@@ -592,7 +592,7 @@ mod tests {
                 let mut ours = Vec::new();
                 export_to(&Flamegraph, &file, &filter, &options, &mut ours).unwrap();
 
-                let index = ProfileIndex::build(&file, &filter, IndexOptions::default()).unwrap();
+                let index = ProfileIndex::build(&file, &filter).unwrap();
                 let lines = naive_lines(&file, &index, per_thread);
                 let mut opt = inferno_options(
                     name.to_string(),

@@ -25,7 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::tach::filter::BoundFilter;
-use crate::tach::index::{first_timestamp, IndexOptions, ProfileIndex};
+use crate::tach::index::{first_timestamp, ProfileIndex};
 use crate::tach::{Sample, SampleFilter, TachError, TachFile};
 
 /// Errors of the export layer.
@@ -81,7 +81,7 @@ impl<'a> ExportInput<'a> {
         if let Some(i) = self.index.get() {
             return Ok(i);
         }
-        let built = ProfileIndex::build(self.file, self.filter, IndexOptions::default())?;
+        let built = ProfileIndex::build(self.file, self.filter)?;
         Ok(self.index.get_or_init(|| built))
     }
 

@@ -1,7 +1,7 @@
-//! The aggregated view of a profile: unique stacks with their sample counts per
-//! thread, and per-thread timelines of runs. Exporters that only need counts
-//! (collapsed, pstats, flamegraph) read this instead of every sample, and its memory
-//! grows with unique stacks and runs, not with samples.
+//! The aggregated view of a profile: unique stacks, and per thread the samples of each
+//! stack and of each status byte. Exporters and reports that only need counts
+//! (collapsed, pstats, jsonl, flamegraph, the summary tables) read this instead of every
+//! sample, and its memory grows with unique stacks, not with samples.
 
 use std::hash::Hasher;
 
@@ -50,6 +50,16 @@ fn span_of<'a>(frames: &'a [u32], spans: &[(u32, u32)], id: u32) -> &'a [u32] {
     &frames[start as usize..(start + len) as usize]
 }
 
+/// Equal when they hold the same stacks under the same ids (the lookup table is how
+/// they were found, not what they hold).
+impl PartialEq for StackTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && (0..self.len() as u32).all(|id| self.get(id) == other.get(id))
+    }
+}
+
+impl Eq for StackTable {}
+
 impl StackTable {
     pub fn intern(&mut self, stack: &[u32]) -> u32 {
         let hash = stack_hash(stack);
@@ -81,17 +91,6 @@ impl StackTable {
     }
 }
 
-/// A run of consecutive samples of one thread with the same stack and status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    pub first_us: u64,
-    pub last_us: u64,
-    pub samples: u32,
-    pub stack: u32,
-    pub status: u8,
-}
-
-/// One (thread_id, interpreter_id) pair's aggregate.
 #[derive(Debug, Clone)]
 pub struct ThreadProfile {
     pub thread_id: u64,
@@ -103,14 +102,6 @@ pub struct ThreadProfile {
     pub stacks: Vec<(u32, u64)>,
     /// Samples per status byte value.
     pub status_counts: Box<[u64; 256]>,
-    /// Present when the index was built with timelines.
-    pub runs: Vec<Run>,
-}
-
-/// What to build.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IndexOptions {
-    pub timelines: bool,
 }
 
 /// The aggregated profile.
@@ -146,7 +137,7 @@ impl ProfileIndex {
         counts
     }
 
-    pub fn build(file: &TachFile, filter: &SampleFilter, options: IndexOptions) -> Result<Self> {
+    pub fn build(file: &TachFile, filter: &SampleFilter) -> Result<Self> {
         let origin = if filter.needs_origin() {
             first_timestamp(file)?
         } else {
@@ -155,10 +146,10 @@ impl ProfileIndex {
         let bound = filter.bind(origin.unwrap_or(0));
         let mut stacks = StackTable::default();
         let mut threads: Vec<ThreadProfile> = Vec::new();
-        // Per decoder thread slot: our thread index, the current stack id, and the slot
-        // in that thread's `stacks` list for it.
+        // Per decoder thread slot: our thread index, and the entry of its current stack in
+        // that thread's `stacks` list.
         let mut slots: Vec<Option<usize>> = Vec::new();
-        let mut current: Vec<Option<(u32, usize)>> = Vec::new();
+        let mut current: Vec<Option<usize>> = Vec::new();
         let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
         let mut total = 0u64;
         let mut first_seen: Option<u64> = None;
@@ -185,13 +176,12 @@ impl ProfileIndex {
                     last_us: s.timestamp_us,
                     stacks: Vec::new(),
                     status_counts: Box::new([0; 256]),
-                    runs: Vec::new(),
                 });
                 per_thread_stack.push(HashMap::default());
                 threads.len() - 1
             });
-            let (stack_id, entry) = match current[slot] {
-                Some(c) => c,
+            let entry = match current[slot] {
+                Some(entry) => entry,
                 None => {
                     let id = stacks.intern(s.stack);
                     let list = &mut threads[t].stacks;
@@ -199,8 +189,8 @@ impl ProfileIndex {
                         list.push((id, 0));
                         list.len() - 1
                     });
-                    current[slot] = Some((id, entry));
-                    (id, entry)
+                    current[slot] = Some(entry);
+                    entry
                 }
             };
             let tp = &mut threads[t];
@@ -209,21 +199,6 @@ impl ProfileIndex {
             tp.status_counts[s.status as usize] += 1;
             tp.first_us = tp.first_us.min(s.timestamp_us);
             tp.last_us = tp.last_us.max(s.timestamp_us);
-            if options.timelines {
-                match tp.runs.last_mut() {
-                    Some(r) if r.stack == stack_id && r.status == s.status => {
-                        r.last_us = s.timestamp_us;
-                        r.samples += 1;
-                    }
-                    _ => tp.runs.push(Run {
-                        first_us: s.timestamp_us,
-                        last_us: s.timestamp_us,
-                        samples: 1,
-                        stack: stack_id,
-                        status: s.status,
-                    }),
-                }
-            }
             total += 1;
         }
         Ok(ProfileIndex {
