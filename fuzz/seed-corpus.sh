@@ -1,6 +1,8 @@
 #!/bin/sh
-# Seeds the reader's corpus with every golden file: run from the fuzz/ directory.
+# Seeds both targets' corpora with every golden file: run from the fuzz/ directory.
 set -eu
-mkdir -p corpus/reader
-cp ../golden/cpython-3.15.2/*.bin corpus/reader/
-echo "seeded corpus/reader with $(ls corpus/reader | wc -l) files"
+for target in reader counts; do
+    mkdir -p corpus/$target
+    cp ../golden/cpython-3.15.2/*.bin corpus/$target/
+    echo "seeded corpus/$target with $(ls corpus/$target | wc -l) files"
+done

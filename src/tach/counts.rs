@@ -43,7 +43,10 @@ pub struct GroupCount {
 }
 
 /// A whole file counted: unique stacks, threads and groups, each in first-seen order.
-#[derive(Debug, Clone, Default)]
+/// Two counts are equal when they hold the same stacks under the same ids, the same
+/// threads and the same groups, in the same order (how the chunked counter is checked
+/// against the sequential one, in tests and by the `counts` fuzz target).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StackCounts {
     pub stacks: StackTable,
     /// (thread id, interpreter id) of every thread with a record, in first-seen order.
@@ -1244,10 +1247,7 @@ mod tests {
     use super::*;
 
     fn same(a: &StackCounts, b: &StackCounts) -> bool {
-        a.threads == b.threads
-            && a.groups == b.groups
-            && a.stacks.len() == b.stacks.len()
-            && (0..a.stacks.len() as u32).all(|id| a.stacks.get(id) == b.stacks.get(id))
+        a == b
     }
 
     fn golden_files() -> Vec<std::path::PathBuf> {
