@@ -2,7 +2,7 @@
 //! Each repetition shifts timestamps by the input's span, so the result reads like
 //! one long recording. Used for the 10 M-sample benchmarks in docs/performance.md.
 
-use tach::tach::{rewrite, TachFile};
+use tach::{rewrite, TachFile};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|e| {
             let f = w.intern_string(src.string_bytes(e.filename));
             let n = w.intern_string(src.string_bytes(e.funcname));
-            w.intern_frame(tach::tach::FrameEntry {
+            w.intern_frame(tach::FrameEntry {
                 filename: f,
                 funcname: n,
                 ..*e

@@ -1,10 +1,40 @@
+//! tach: read, check, rewrite, export, query and record CPython's TACH sampling
+//! profiles (the `--binary` output of CPython 3.15's `profiling.sampling`).
+//!
+//! The modules are private; what a user of the library needs is re-exported:
+//!
+//! - the format, at the crate root: [`TachFile`] reads a file (its samples as a
+//!   [`SampleStream`], its frames, strings and header), [`Writer`] writes one,
+//!   [`SampleFilter`] selects samples, [`ProfileIndex`] and [`StackCounts`] aggregate
+//!   them, [`totals()`] gives self and cumulative samples per key, [`rewrite`] re-encodes;
+//! - [`export`]: one exporter per output format behind [`export::Exporter`], and the
+//!   registry every front end uses;
+//! - [`query`] (feature `query`): SQL over profiles;
+//! - [`record`]: the in-process recorder;
+//! - [`cli`]: the command line, a thin layer over the above.
+//!
+//! Data flows one way: bytes → the reader → samples or an aggregated index → an
+//! exporter, the query tables or a report. The format knows nothing of output formats.
+
 pub mod alloc;
 pub mod cli;
 pub mod export;
 pub mod record;
-pub mod tach;
+mod tach;
 
 #[cfg(feature = "python")]
 mod python;
 #[cfg(feature = "query")]
 pub mod query;
+
+pub use crate::tach::counts::{Chunking, GroupCount, Route, StackCounts};
+pub use crate::tach::filter::status;
+pub use crate::tach::index::{first_timestamp, StackTable, ThreadProfile};
+pub use crate::tach::rewrite;
+pub use crate::tach::totals::{totals, KeyTotals, Totals};
+pub use crate::tach::{
+    ByteOrder, CaptureFeatures, Compression, Config, Decompression, Footer, FormatError,
+    FrameEntry, Header, Located, Location, OwnedSample, ProfileIndex, ProfilingMode, RecordKind,
+    RecordMix, Region, Result, Sample, SampleFilter, SampleStream, Stats, TachError, TachFile,
+    WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL, MAX_STACK_DEPTH,
+};

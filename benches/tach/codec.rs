@@ -8,8 +8,8 @@ use std::io::Cursor;
 use std::path::PathBuf;
 
 use criterion::{criterion_group, Criterion, Throughput};
-use tach::tach::index::ProfileIndex;
-use tach::tach::{rewrite, Decompression, SampleFilter, TachFile};
+use tach::ProfileIndex;
+use tach::{rewrite, Decompression, SampleFilter, TachFile};
 
 fn inputs() -> Vec<PathBuf> {
     let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
@@ -72,7 +72,7 @@ fn encode(c: &mut Criterion) {
         let file = TachFile::open(&path).unwrap();
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         g.throughput(Throughput::Elements(file.header().sample_count));
-        for compression in [tach::tach::Compression::None, tach::tach::Compression::Zstd] {
+        for compression in [tach::Compression::None, tach::Compression::Zstd] {
             g.bench_function(format!("rewrite_{}/{name}", compression.name()), |b| {
                 b.iter(|| {
                     let mut buf = Cursor::new(Vec::with_capacity(1 << 20));

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use criterion::{criterion_group, Criterion};
 use tach::export::{self, ExportOptions};
-use tach::tach::TachFile;
+use tach::TachFile;
 
 fn bench_exports(c: &mut Criterion) {
     let path =

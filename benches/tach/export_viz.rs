@@ -7,7 +7,7 @@ use std::path::Path;
 
 use criterion::{criterion_group, Criterion};
 use tach::export::{self, ExportOptions};
-use tach::tach::TachFile;
+use tach::TachFile;
 
 fn bench_exports(c: &mut Criterion) {
     for file_name in ["stdlib_tests_large", "synthetic_many_threads_none"] {

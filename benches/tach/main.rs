@@ -17,10 +17,10 @@ fn bench_export(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     label: &str,
     exporter: &dyn tach::export::Exporter,
-    file: &tach::tach::TachFile,
+    file: &tach::TachFile,
     options: &tach::export::ExportOptions,
 ) {
-    let filter = tach::tach::SampleFilter::default();
+    let filter = tach::SampleFilter::default();
     group.bench_function(label, |b| {
         let mut out = Vec::with_capacity(1 << 20);
         b.iter(|| {

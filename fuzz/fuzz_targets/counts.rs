@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tach::tach::counts::{Chunking, StackCounts};
-use tach::tach::TachFile;
+use tach::{Chunking, StackCounts};
+use tach::TachFile;
 
 const CHUNKINGS: [Chunking; 3] = [
     Chunking {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tach::tach::TachFile;
+use tach::TachFile;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(file) = TachFile::from_bytes("fuzz.bin", data.to_vec()) {

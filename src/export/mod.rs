@@ -8,17 +8,20 @@
 //! line to [`REGISTRY`].
 
 pub mod batch;
-pub mod collapsed;
-pub mod flamegraph;
-pub mod gecko;
-pub mod jsonl;
-pub mod marshal;
+mod collapsed;
+mod flamegraph;
+mod gecko;
+mod jsonl;
+mod marshal;
 #[cfg(feature = "query")]
-pub mod parquet;
-pub mod pstats;
-pub mod pyjson;
-pub mod render;
-pub mod speedscope;
+mod parquet;
+mod pstats;
+mod pyjson;
+mod render;
+mod speedscope;
+
+#[cfg(feature = "query")]
+pub use parquet::TABLES as PARQUET_TABLES;
 
 use std::cell::OnceCell;
 use std::io::Write;

@@ -2,19 +2,12 @@
 //! defaults (`ensure_ascii=True`), so that exports CPython defines can be compared
 //! byte for byte, not only after parsing.
 
-use std::io::{self, Write};
+use std::io::Write;
 
-/// Writes `s` as a JSON string the way `json.dumps` does with `ensure_ascii=True`:
+/// Appends `s` as a JSON string the way `json.dumps` does with `ensure_ascii=True`:
 /// `"` and `\` escaped, `\n \r \t \b \f` short escapes, and every other character
 /// outside printable ASCII (space to `~`) as `\uXXXX` in lowercase hex, with
 /// surrogate pairs above the BMP.
-pub fn write_str(out: &mut dyn Write, s: &str) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(s.len() + 2);
-    push_str(&mut buf, s);
-    out.write_all(&buf)
-}
-
-/// [`write_str`] into a byte buffer.
 pub fn push_str(buf: &mut Vec<u8>, s: &str) {
     buf.push(b'"');
     let bytes = s.as_bytes();

@@ -6,12 +6,12 @@
 //! - [`guard`] refuses anything but one SELECT over the registered tables.
 //! - [`output`] prints or writes results.
 
-pub mod guard;
-pub mod opnames;
+mod guard;
+mod opnames;
 pub mod output;
-pub mod pushdown;
-pub mod schema;
-pub mod tables;
+mod pushdown;
+mod schema;
+mod tables;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +20,11 @@ use polars::prelude::*;
 use polars::sql::SQLContext;
 
 use crate::tach::{TachError, TachFile};
+pub use opnames::opname;
+pub use pushdown::{rewrite as pushdown_rewrite, WEIGHT_COLUMN};
+pub use schema::{
+    schema_markdown, tables as schema_tables, Column, ColumnType, Table, SCHEMA_VERSION,
+};
 pub use tables::{Source, TABLES};
 
 /// Errors of the query layer. [`QueryError::is_usage`] tells the CLI which are the

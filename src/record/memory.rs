@@ -6,7 +6,6 @@
 //! or code object freed under us) yields `EFAULT` instead of a `SIGSEGV`. The same trait
 //! serves a future `tach record --pid`, where the pid is another process.
 
-use std::collections::HashMap;
 use std::fmt;
 
 /// Why a read failed.
@@ -211,11 +210,13 @@ impl MemoryReader for ProcessVmReader {
 }
 
 /// A sparse memory image, for tests: reads succeed only inside mapped regions.
+#[cfg(test)]
 #[derive(Debug, Default, Clone)]
 pub struct FakeMemory {
-    regions: HashMap<u64, Vec<u8>>,
+    regions: std::collections::HashMap<u64, Vec<u8>>,
 }
 
+#[cfg(test)]
 impl FakeMemory {
     pub fn new() -> Self {
         Self::default()
@@ -244,6 +245,7 @@ impl FakeMemory {
     }
 }
 
+#[cfg(test)]
 impl MemoryReader for FakeMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         if addr == 0 {

@@ -223,14 +223,6 @@ impl CodeCache {
         Self::default()
     }
 
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// The entry for the code object at `addr` with this fingerprint, resolving it if the
     /// address is new or now holds another code object.
     /// The code units of the code object cached at `addr`, unchecked: how much of its

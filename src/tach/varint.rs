@@ -103,9 +103,9 @@ pub fn encode_i32(out: &mut Vec<u8>, value: i32) {
     encode_u32(out, zigzag_encode(value))
 }
 
-/// Number of bytes `value` takes as a varint.
-#[inline]
-pub fn encoded_len(value: u64) -> usize {
+/// Number of bytes `value` takes as a varint (a check on the encoder in tests).
+#[cfg(test)]
+fn encoded_len(value: u64) -> usize {
     let bits = 64 - (value | 1).leading_zeros() as usize;
     bits.div_ceil(7)
 }

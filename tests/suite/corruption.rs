@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::common::*;
 use rayon::prelude::*;
-use tach::tach::{Compression, FormatError, TachFile, Writer};
+use tach::{Compression, FormatError, TachFile, Writer};
 
 /// Decodes `bytes` fully. Any outcome but a panic is acceptable.
 fn decode(bytes: Vec<u8>) -> Result<u64, String> {
@@ -78,7 +78,7 @@ fn varied_uncompressed() -> Vec<u8> {
         .unwrap();
     let f: Vec<u32> = (0..12)
         .map(|i| {
-            let loc = (i % 3 != 0).then_some(tach::tach::Location {
+            let loc = (i % 3 != 0).then_some(tach::Location {
                 lineno: i * 10,
                 end_lineno: i * 10 + 1,
                 column: i,

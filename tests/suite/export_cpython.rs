@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use tach::export::{self, ExportOptions};
-use tach::tach::{SampleFilter, TachFile};
+use tach::{SampleFilter, TachFile};
 
 use crate::common::{golden_dir, golden_names, golden_output as golden};
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use tach::export::{export_to, find, ExportOptions};
-use tach::tach::{SampleFilter, TachFile};
+use tach::{SampleFilter, TachFile};
 
 use crate::common::golden_path as golden;
 

@@ -6,7 +6,7 @@ use std::io::Cursor;
 
 use crate::common::*;
 use serde_json::Value;
-use tach::tach::{rewrite, Compression, TachFile, Writer, MAX_STACK_DEPTH};
+use tach::{rewrite, Compression, TachFile, Writer, MAX_STACK_DEPTH};
 
 #[test]
 fn every_golden_file_verifies() {
@@ -317,7 +317,7 @@ fn writer_reproduces_synthetic_files_from_their_inputs() {
                                 let loc = a[2].as_array().map(|l| {
                                     let v: Vec<i32> =
                                         l.iter().map(|x| x.as_i64().unwrap() as i32).collect();
-                                    tach::tach::Location {
+                                    tach::Location {
                                         lineno: v[0],
                                         end_lineno: v[1],
                                         column: v[2],

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use crate::common::*;
 use tach::export;
-use tach::tach::{rewrite, Compression, Location, TachFile, Writer};
+use tach::{rewrite, Compression, Location, TachFile, Writer};
 
 /// A deterministic varied profile: 40 threads in 3 interpreters, stacks 0-300 deep,
 /// every status byte, locations with and without columns, opcodes, repeats.

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use polars::prelude::*;
 use tach::query::{QueryEngine, QueryError};
-use tach::tach::{OwnedSample, TachFile};
+use tach::{OwnedSample, TachFile};
 
 use crate::common::golden_path as golden;
 
@@ -524,7 +524,7 @@ fn q9_join_samples_with_frames() {
     for (op, name) in ints(&df, "opcode").iter().zip(names) {
         assert_eq!(op.is_some(), name.is_some());
         if let (Some(op), Some(name)) = (op, name) {
-            assert_eq!(name, tach::query::opnames::opname(*op as u8));
+            assert_eq!(name, tach::query::opname(*op as u8));
             assert!(!name.starts_with('<'), "opcode {op} has a CPython name");
         }
     }
@@ -791,7 +791,7 @@ fn parquet_export_round_trips_through_polars() {
         .unwrap();
     assert!(st.success());
     let e = engine(&[bins[0]]);
-    for t in tach::export::parquet::TABLES {
+    for t in tach::export::PARQUET_TABLES {
         let back =
             ParquetReader::new(std::fs::File::open(out.join(format!("{t}.parquet"))).unwrap())
                 .finish()
@@ -887,7 +887,7 @@ fn table_output_aligns_and_notes_rows_left_out() {
 /// samples the reader's own filter keeps.
 #[test]
 fn parquet_export_filters_keep_the_samples_the_reader_keeps() {
-    use tach::tach::SampleFilter;
+    use tach::SampleFilter;
     let dir = tempfile::tempdir().unwrap();
     // (no golden file has an on-CPU sample; these flags all occur in this one)
     let name = "stdlib_tests_large.bin";
@@ -916,7 +916,7 @@ fn parquet_export_filters_keep_the_samples_the_reader_keeps() {
                 _ => unreachable!(),
             }
         }
-        let origin = tach::tach::index::first_timestamp(&file).unwrap().unwrap();
+        let origin = tach::first_timestamp(&file).unwrap().unwrap();
         let bound = filter.bind(origin);
         let mut want = 0usize;
         file.for_each_sample(|s| want += bound.keep(s) as usize)
@@ -1019,14 +1019,11 @@ fn count_pushdown_answers_equal_the_query_as_written() {
         let e = engine(names);
         for sql in queries {
             assert!(
-                tach::query::pushdown::rewrite(sql, names.len()).is_some(),
+                tach::query::pushdown_rewrite(sql, names.len()).is_some(),
                 "not rewritten: {sql}"
             );
             let plan = e.explain(sql).unwrap();
-            assert!(
-                plan.contains(tach::query::pushdown::WEIGHT_COLUMN),
-                "{sql}\n{plan}"
-            );
+            assert!(plan.contains(tach::query::WEIGHT_COLUMN), "{sql}\n{plan}");
             let written = assert_answer_as_written(&e, sql, names);
             nonempty += usize::from(written.height() > 0);
         }
@@ -1152,7 +1149,7 @@ fn distinct_stacks_answer_equals_the_query_as_written() {
         for (sql, with_several) in queries {
             // The second query's distinct has an expression: left to polars.
             let expected = !sql.contains("coalesce") && (names.len() == 1 || with_several);
-            let r = tach::query::pushdown::rewrite(sql, names.len());
+            let r = tach::query::pushdown_rewrite(sql, names.len());
             assert_eq!(
                 r.as_ref().is_some_and(|r| !r.distinct_stacks.is_empty()),
                 expected,

@@ -4,7 +4,7 @@
 use std::io::Cursor;
 
 use proptest::prelude::*;
-use tach::tach::{Compression, Location, TachFile, Writer, MAX_STACK_DEPTH};
+use tach::{Compression, Location, TachFile, Writer, MAX_STACK_DEPTH};
 
 #[derive(Debug, Clone)]
 struct FrameSpec {
