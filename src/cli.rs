@@ -88,6 +88,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Show everything a file's header, footer and stats block say, plus what a full decode finds.
+    #[command(after_help = "Examples:\n  tach info run.bin\n  tach info --json runs/*.bin | jq '.[].sample_count'")]
     Info {
         /// TACH files (.bin / .tach)
         #[arg(required = true)]
@@ -97,6 +98,7 @@ enum Command {
         json: bool,
     },
     /// Decode every sample with every check; exit 1 if any file is invalid.
+    #[command(after_help = "Examples:\n  tach verify runs/*.bin\n  tach verify -q run.bin && echo valid")]
     Verify {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -105,6 +107,7 @@ enum Command {
         quiet: bool,
     },
     /// Re-encode a file: change its compression, or normalise a byte-swapped file.
+    #[command(after_help = "Examples:\n  tach rewrite run.bin -o run.zst.bin --compression zstd --level 19\n  tach rewrite swapped.bin -o native.bin")]
     Rewrite {
         input: PathBuf,
         /// Where to write the new file.
@@ -135,7 +138,13 @@ enum CompressionArg {
 }
 
 #[derive(Args)]
-#[command(after_help = export_formats_help())]
+#[command(after_help = "Examples:
+  tach export --speedscope run.bin                 # run.speedscope.json beside the input
+  tach export --collapsed -o - run.bin | head      # to standard output
+  tach export --flamegraph --status on-cpu --start 2 --end 5 run.bin
+  tach export --gecko --out-dir out/ runs/*.bin    # many files, in parallel
+  tach export --parquet --out-dir dataset/ runs/*.bin   # a hive-partitioned dataset
+Docs: docs/exporters.md")]
 struct ExportArgs {
     /// Output format (see the list below); or use one of the --FORMAT flags.
     #[arg(long, value_name = "NAME")]
@@ -199,14 +208,6 @@ impl Args for FormatFlags {
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
     }
-}
-
-fn export_formats_help() -> String {
-    let mut s = String::from("Formats:\n");
-    for e in export::REGISTRY {
-        s.push_str(&format!("  {:<12} {}\n", e.name(), e.description()));
-    }
-    s
 }
 
 #[derive(Args)]
