@@ -88,7 +88,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Show everything a file's header, footer and stats block say, plus what a full decode finds.
-    #[command(after_help = "Examples:\n  tach info run.bin\n  tach info --json runs/*.bin | jq '.[].sample_count'")]
+    #[command(
+        after_help = "Examples:\n  tach info run.bin\n  tach info --json runs/*.bin | jq '.[].sample_count'"
+    )]
     Info {
         /// TACH files (.bin / .tach)
         #[arg(required = true)]
@@ -98,7 +100,9 @@ enum Command {
         json: bool,
     },
     /// Decode every sample with every check; exit 1 if any file is invalid.
-    #[command(after_help = "Examples:\n  tach verify runs/*.bin\n  tach verify -q run.bin && echo valid")]
+    #[command(
+        after_help = "Examples:\n  tach verify runs/*.bin\n  tach verify -q run.bin && echo valid"
+    )]
     Verify {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -107,7 +111,9 @@ enum Command {
         quiet: bool,
     },
     /// Re-encode a file: change its compression, or normalise a byte-swapped file.
-    #[command(after_help = "Examples:\n  tach rewrite run.bin -o run.zst.bin --compression zstd --level 19\n  tach rewrite swapped.bin -o native.bin")]
+    #[command(
+        after_help = "Examples:\n  tach rewrite run.bin -o run.zst.bin --compression zstd --level 19\n  tach rewrite swapped.bin -o native.bin"
+    )]
     Rewrite {
         input: PathBuf,
         /// Where to write the new file.
