@@ -762,6 +762,9 @@ struct DiffArgs {
     limit: Option<usize>,
     #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
     format: String,
+    /// Also write a differential flamegraph (widths: new shares; colours: change).
+    #[arg(long, value_name = "OUT.svg")]
+    flamegraph: Option<PathBuf>,
 }
 
 fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
@@ -788,7 +791,24 @@ fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
     }
     let format = output::Format::parse(&args.format)?;
     let filter = args.filter.build()?;
-    let mut report = diff::diff(&open_all(&base)?, &open_all(&new)?, &filter, &options)?;
+    let (base, new) = (open_all(&base)?, open_all(&new)?);
+    let mut report = diff::diff(&base, &new, &filter, &options)?;
+    if let Some(path) = &args.flamegraph {
+        let title = format!(
+            "tach diff: {} -> {}",
+            report.base.files.join(" "),
+            report.new.files.join(" ")
+        );
+        let mut svg = Vec::new();
+        crate::report::flamediff::write_flamegraph(
+            &base, &new, &filter, options.by, &title, &mut svg,
+        )?;
+        std::fs::write(path, svg).map_err(|source| CliError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        eprintln!("wrote {}", path.display());
+    }
     if let Some(n) = args.limit {
         report.rows.truncate(n);
     }

@@ -7,6 +7,7 @@
 //! `_sync_coordinator.py` are dropped first, as CPython's collectors do.
 
 pub mod diff;
+pub mod flamediff;
 pub mod output;
 pub mod top;
 

@@ -428,3 +428,45 @@ fn diff_command_is_deterministic_in_every_format() {
     let table = run(&["diff", "--by", "line", "-l", "3", b, n]);
     assert_eq!(table.lines().count(), 2 + 3, "{table}");
 }
+
+/// The differential flamegraph of (b): parse's frame shows the diff's new share and
+/// change (parse calls nothing, so its frame's share is its self share) and is red;
+/// encode, which shrank, is blue.
+#[test]
+fn diff_flamegraph_shows_the_shares_and_colours_by_change() {
+    let open = |n: &str| vec![TachFile::open(diff_data(n)).unwrap()];
+    let (base, new) = (open("base_1khz.bin"), open("slow_1khz.bin"));
+    let r = diff(
+        &base,
+        &new,
+        &SampleFilter::default(),
+        &DiffOptions::default(),
+    )
+    .unwrap();
+    let mut svg = Vec::new();
+    tach::report::flamediff::write_flamegraph(
+        &base,
+        &new,
+        &SampleFilter::default(),
+        GroupBy::Function,
+        "t",
+        &mut svg,
+    )
+    .unwrap();
+    let svg = String::from_utf8(svg).unwrap();
+    for x in &r.rows[..2] {
+        let name = format!("({})", x.key.funcname);
+        let at = svg
+            .find(&format!("{name} ("))
+            .unwrap_or_else(|| panic!("no frame {name}"));
+        let frame = &svg[at..at + 400];
+        let shares = format!("{:.2}%; {:+.2}%)", x.new_pct, x.change_points);
+        assert!(frame.contains(&shares), "{name}: {shares} not in {frame}");
+        let fill = if x.change_points > 0.0 {
+            "fill=\"rgb(255,"
+        } else {
+            ",255)\""
+        };
+        assert!(frame.contains(fill), "{name}: {frame}");
+    }
+}
