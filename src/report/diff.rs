@@ -89,6 +89,7 @@ impl Default for DiffOptions {
 pub enum Verdict {
     Grew,
     Shrank,
+    #[serde(rename = "no significant change")]
     NoSignificantChange,
 }
 
