@@ -271,10 +271,22 @@ fn top_command_formats_filters_and_errors() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("file,filename,"));
-    // Errors: a missing file exits 1 naming it; a bad option exits 2.
+    // Errors: a missing or cut file exits 1 naming it (and the byte); a bad option
+    // exits 2.
     let o = tach().args(["top", "/nonexistent/x.bin"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/x.bin"));
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.bin");
+    let whole = std::fs::read(golden_path("cpu_recursive.bin")).unwrap();
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let cut = cut.to_str().unwrap();
+    for args in [vec!["top", cut], vec!["diff", bin, cut]] {
+        let o = tach().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("cut.bin") && said.contains("byte"), "{said}");
+    }
     for args in [
         vec!["top", "--sort", "speed", bin],
         vec!["top", "--status", "hot", bin],
