@@ -28,6 +28,8 @@ pub enum CliError {
     Query(#[from] crate::query::QueryError),
     #[error("{0}")]
     Record(String),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
     #[error("{}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -42,6 +44,7 @@ impl CliError {
         match self {
             _ if self.is_broken_pipe() => SUCCESS,
             CliError::Usage(_) => USAGE,
+            CliError::Report(crate::report::ReportError::Usage(_)) => USAGE,
             #[cfg(feature = "query")]
             CliError::Query(e) if e.is_usage() => USAGE,
             _ => FAILURE,
@@ -135,6 +138,13 @@ enum Command {
     /// `tach record -o out.tach -- python app.py ARGS`. The interpreter must have the
     /// `tach` package installed (`pip install .`); it runs `python -m tach run`.
     Record(RecordArgs),
+    /// The summary table of CPython's `replay --pstats`: self and total samples, share
+    /// and time per function (or line, or file); several files are summed.
+    Top(TopArgs),
+    /// Compare the share of samples per function between a base and a new set of runs,
+    /// with a block-bootstrap noise estimate (docs/diff.md): `tach diff base.bin new.bin`
+    /// or `tach diff --base a1.bin a2.bin --new b1.bin b2.bin`.
+    Diff(DiffArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -305,6 +315,8 @@ fn run(command: Command) -> Result<ExitCode, CliError> {
         #[cfg(feature = "query")]
         Command::Query(args) => query_cmd(args),
         Command::Record(args) => record_cmd(args),
+        Command::Top(args) => top_cmd(args),
+        Command::Diff(args) => diff_cmd(args),
     }
 }
 
@@ -681,6 +693,142 @@ fn query_cmd(args: QueryArgs) -> Result<ExitCode, CliError> {
     };
     result?;
     Ok(SUCCESS)
+}
+
+#[derive(Args)]
+struct TopArgs {
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Order: self (time), total (time), samples (self samples) or name.
+    #[arg(long, default_value = "self", value_parser = ["self", "total", "samples", "name"])]
+    sort: String,
+    /// Show the first N rows.
+    #[arg(short, long, value_name = "N")]
+    limit: Option<usize>,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// One row per function, source line (CPython's pstats key) or file.
+    #[arg(long, default_value = "function", value_parser = ["function", "line", "file"])]
+    by: String,
+    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
+    format: String,
+    /// One row per file and key (a file column) instead of summing the files.
+    #[arg(long)]
+    per_file: bool,
+}
+
+fn top_cmd(args: TopArgs) -> Result<ExitCode, CliError> {
+    use crate::report::{self, GroupBy};
+    let options = report::TopOptions {
+        by: GroupBy::parse(&args.by)?,
+        sort: report::SortBy::parse(&args.sort)?,
+        limit: args.limit,
+        per_file: args.per_file,
+    };
+    let format = report::Format::parse(&args.format)?;
+    let filter = args.filter.build()?;
+    let files = open_all(&args.files)?;
+    let top = report::top(&files, &filter, &options)?;
+    let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+    report::write_top(&top, format, &mut w)
+        .and_then(|()| w.flush())
+        .map_err(stdout_error)?;
+    Ok(SUCCESS)
+}
+
+#[derive(Args)]
+struct DiffArgs {
+    /// BASE NEW: one file each (or use --base and --new).
+    #[arg(num_args = 0..=2, value_names = ["BASE", "NEW"])]
+    pair: Vec<PathBuf>,
+    /// The base runs.
+    #[arg(long, num_args = 1.., conflicts_with = "pair", requires = "new")]
+    base: Vec<PathBuf>,
+    /// The new runs.
+    #[arg(long, num_args = 1.., conflicts_with = "pair", requires = "base")]
+    new: Vec<PathBuf>,
+    /// One row per function, source line or file.
+    #[arg(long, default_value = "function", value_parser = ["function", "line", "file"])]
+    by: String,
+    /// Compare the self share (running) or the total share (anywhere on the stack).
+    #[arg(long, default_value = "self", value_parser = ["self", "total"])]
+    metric: String,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Family-wise error rate (Holm correction over the compared keys).
+    #[arg(long, default_value_t = 0.01)]
+    alpha: f64,
+    /// Compare only keys with at least this share (percent) on a side.
+    #[arg(long, default_value_t = 0.5, value_name = "PERCENT")]
+    min_share: f64,
+    /// Never call a change smaller than this many percentage points.
+    #[arg(long, default_value_t = 0.5, value_name = "POINTS")]
+    min_change: f64,
+    /// Show the first N rows.
+    #[arg(short, long, value_name = "N")]
+    limit: Option<usize>,
+    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
+    format: String,
+    /// Also write a differential flamegraph (widths: new shares; colours: change).
+    #[arg(long, value_name = "OUT.svg")]
+    flamegraph: Option<PathBuf>,
+}
+
+fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
+    use crate::report::{self, GroupBy};
+    let (base, new) = match (args.pair.as_slice(), args.base.is_empty()) {
+        ([b, n], true) => (vec![b.clone()], vec![n.clone()]),
+        ([], false) => (args.base.clone(), args.new.clone()),
+        _ => {
+            return Err(CliError::Usage(
+                "give BASE NEW, or --base FILES... --new FILES...".into(),
+            ))
+        }
+    };
+    let options = report::DiffOptions {
+        by: GroupBy::parse(&args.by)?,
+        metric: report::Metric::parse(&args.metric)?,
+        alpha: args.alpha,
+        min_share_pct: args.min_share,
+        min_change_points: args.min_change,
+        ..Default::default()
+    };
+    if !(options.alpha > 0.0 && options.alpha < 1.0) {
+        return Err(CliError::Usage("--alpha must be between 0 and 1".into()));
+    }
+    let format = report::Format::parse(&args.format)?;
+    let filter = args.filter.build()?;
+    let (base, new) = (open_all(&base)?, open_all(&new)?);
+    let mut diff = report::diff(&base, &new, &filter, &options)?;
+    if let Some(path) = &args.flamegraph {
+        let title = format!(
+            "tach diff: {} -> {}",
+            diff.base.files.join(" "),
+            diff.new.files.join(" ")
+        );
+        let mut svg = Vec::new();
+        report::write_flamegraph(&base, &new, &filter, options.by, &title, &mut svg)?;
+        std::fs::write(path, svg).map_err(|source| CliError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(n) = args.limit {
+        diff.rows.truncate(n);
+    }
+    let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+    report::write_diff(&diff, format, &mut w)
+        .and_then(|()| w.flush())
+        .map_err(stdout_error)?;
+    Ok(SUCCESS)
+}
+
+fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
+    paths
+        .iter()
+        .map(|p| TachFile::open(p).map_err(CliError::from))
+        .collect()
 }
 
 #[derive(Args)]

@@ -11,6 +11,8 @@
 //!   registry every front end uses;
 //! - [`query`] (feature `query`): SQL over profiles;
 //! - [`record`]: the in-process recorder;
+//! - [`report`]: `tach top` (the pstats summary table) and `tach diff` (share changes
+//!   beyond noise between two sets of runs);
 //! - [`cli`]: the command line, a thin layer over the above.
 //!
 //! Data flows one way: bytes → the reader → samples or an aggregated index → an
@@ -20,6 +22,7 @@ pub mod alloc;
 pub mod cli;
 pub mod export;
 pub mod record;
+pub mod report;
 mod tach;
 
 #[cfg(feature = "python")]

@@ -28,6 +28,7 @@ from ._api import (
     TachError,
     Writer,
     convert,
+    diff,
     formats,
     open,
     query,
@@ -36,4 +37,4 @@ from ._api import (
 __all__ = ["start", "stop", "profile", "is_running", "describe"]
 # Reading, querying, exporting and writing files (docs/python.md).
 __all__ += ["open", "query", "convert", "formats", "Profile", "Info", "StatsBlock",
-            "Flamegraph", "ConvertResult", "Writer", "TachError"]
+            "Flamegraph", "ConvertResult", "Writer", "TachError", "diff"]

@@ -223,6 +223,17 @@ class Profile:
         svg = self._native.export("flamegraph", None, **_filters(filters))
         return Flamegraph(svg.decode("utf-8"))
 
+    def top(
+        self, *, by: str = "function", sort: str = "self", limit: int | None = None,
+        **filters: Any,
+    ) -> polars.DataFrame:
+        """`tach top`: per function (or ``by="line"``/``"file"``) self and total
+        samples, percent of samples and seconds, as CPython's pstats (docs/diff.md)."""
+        rows = _native.top_json(
+            [self.path], by=by, sort=sort, limit=limit, **_sample_filters(filters)
+        )
+        return _rows_frame(rows, _TOP_SCHEMA)
+
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
@@ -245,6 +256,56 @@ def open(path: PathLike) -> Profile:  # noqa: A001 - tach.open, by design
     """Opens and validates a TACH file. Missing file: FileNotFoundError; a file that
     is not valid TACH: TachError (a ValueError) naming the byte and the problem."""
     return Profile(_native.open_profile(os.fspath(path)))
+
+
+_TOP_SCHEMA = {
+    "filename": "Utf8", "lineno": "Int64", "funcname": "Utf8",
+    "self_samples": "Int64", "total_samples": "Int64", "self_pct": "Float64",
+    "total_pct": "Float64", "self_s": "Float64", "total_s": "Float64",
+}
+_DIFF_SCHEMA = {
+    "filename": "Utf8", "lineno": "Int64", "funcname": "Utf8",
+    "base_pct": "Float64", "new_pct": "Float64", "change_points": "Float64",
+    "stderr_points": "Float64", "p_adjusted": "Float64", "verdict": "Utf8",
+}
+
+
+def _sample_filters(filters: dict[str, Any]) -> dict[str, Any]:
+    """The sample filters (threads, start, end, status) of top() and diff()."""
+    extra = set(filters) - {"threads", "start", "end", "status"}
+    if extra:
+        raise TypeError(
+            f"unknown filter {', '.join(sorted(extra))}: use threads, start, end, status"
+        )
+    return _filters(filters)
+
+
+def _rows_frame(text: str, schema: dict[str, str]) -> polars.DataFrame:
+    import json
+
+    import polars
+
+    types = {name: getattr(polars, t) for name, t in schema.items()}
+    rows = json.loads(text)
+    return polars.DataFrame(
+        {name: [r.get(name) for r in rows] for name in schema}, schema=types
+    )
+
+
+def diff(
+    base: PathLike | Iterable[PathLike], new: PathLike | Iterable[PathLike], *,
+    by: str = "function", metric: str = "self", alpha: float = 0.01,
+    min_share: float = 0.5, min_change: float = 0.5, **filters: Any,
+) -> polars.DataFrame:
+    """`tach diff`: each function's share of the samples in ``base`` and ``new`` (one
+    file or several runs each), the change in points, its standard error (block
+    bootstrap), the Holm-adjusted p-value and the verdict ("grew", "shrank" or "no
+    significant change"), largest change first. The method: docs/diff.md."""
+    rows = _native.diff_json(
+        _paths(base), _paths(new), by=by, metric=metric, alpha=alpha,
+        min_share=min_share, min_change=min_change, **_sample_filters(filters),
+    )
+    return _rows_frame(rows, _DIFF_SCHEMA)
 
 
 def _paths(paths: PathLike | Iterable[PathLike]) -> list[str]:

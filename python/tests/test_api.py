@@ -497,3 +497,40 @@ def test_tach_cell_magic_in_a_real_notebook():
     count, top = out.split(" ", 1)
     assert int(count) > 100, out
     assert "fib" in top, out
+
+
+# --- Profile.top() and tach.diff() (docs/diff.md) ---
+DIFF = ROOT / "tests" / "data" / "diff"
+
+
+def test_top_by_line_is_cpythons_pstats():
+    import marshal
+
+    want = marshal.loads(read_golden(GOLDEN / "cpu_recursive.pstats"))
+    df = tach.open(GOLDEN / "cpu_recursive.bin").top(by="line")
+    got = {
+        (r["filename"], r["lineno"], r["funcname"]):
+            (r["self_samples"], r["total_samples"], r["self_s"], r["total_s"])
+        for r in df.iter_rows(named=True)
+    }
+    assert got == {k: tuple(v[:4]) for k, v in want.items() if len(k) == 3}
+    top3 = tach.open(GOLDEN / "cpu_recursive.bin").top(sort="total", limit=3)
+    assert top3.height == 3 and top3["total_s"].is_sorted(descending=True)
+    with pytest.raises(ValueError):
+        tach.open(GOLDEN / "cpu_recursive.bin").top(by="module")
+    with pytest.raises(TypeError):
+        tach.open(GOLDEN / "cpu_recursive.bin").top(per_thread=True)
+
+
+def test_diff_flags_the_slowed_function_as_the_cli_does():
+    base = [DIFF / "base_1khz.bin", DIFF / "base_1khz_b.bin"]
+    new = [DIFF / "slow_1khz.bin", DIFF / "slow_1khz_b.bin"]
+    df = tach.diff(base, new)
+    assert df["funcname"][0] == "parse" and df["verdict"][0] == "grew"
+    assert (df["verdict"][1:] == "no significant change").all()
+    _, out, _ = cli("diff", "--format", "json", "--base", *base, "--new", *new)
+    rows = json.loads(out)["rows"]
+    assert df.to_dicts() == [{k: r.get(k) for k in df.columns} for r in rows]
+    # One program at 1 kHz and 10 kHz: nothing changed.
+    same = tach.diff(DIFF / "base_1khz.bin", DIFF / "base_10khz.bin")
+    assert (same["verdict"] == "no significant change").all()

@@ -17,7 +17,7 @@ mod marshal;
 mod parquet;
 mod pstats;
 mod pyjson;
-mod render;
+pub(crate) mod render;
 mod speedscope;
 
 #[cfg(feature = "query")]

@@ -62,7 +62,7 @@ fn export_error(e: ExportError) -> PyErr {
 
 /// Runs `work` on a worker thread without the GIL, raising KeyboardInterrupt (and
 /// setting `cancel`) if a signal handler raises while it runs.
-fn interruptible<T: Send + 'static>(
+pub(super) fn interruptible<T: Send + 'static>(
     py: Python<'_>,
     cancel: Option<Arc<AtomicBool>>,
     work: impl FnOnce() -> T + Send + 'static,
@@ -99,7 +99,7 @@ fn interruptible<T: Send + 'static>(
 }
 
 /// The CLI's sample filter from Python keyword arguments.
-fn filter(
+pub(super) fn filter(
     threads: Option<Vec<u64>>,
     start: Option<f64>,
     end: Option<f64>,

@@ -5,10 +5,12 @@ use pyo3::prelude::*;
 mod api;
 mod arrow;
 mod record;
+mod report;
 mod writer;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     record::register(m)?;
+    report::register(m)?;
     api::register(m)
 }

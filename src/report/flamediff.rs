@@ -1,0 +1,109 @@
+//! The differential flamegraph of `tach diff --flamegraph OUT.svg`, drawn by inferno.
+//!
+//! Each side's stacks (by function, line or file, internal frames dropped) are weighed
+//! by their share of the side's kept samples (the mean over its files, as the diff
+//! compares), in parts per million, so runs at different rates compare. inferno then
+//! draws the new side's widths and colours each frame by the change of its own (self)
+//! share, scaled to the largest change (red grew, blue shrank); its tooltip gives the
+//! frame's new share (with its callees) and that change in points. For a frame that
+//! calls nothing the base share is their difference. The colour is the raw change:
+//! whether it is beyond noise is what the table's verdict says.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use inferno::flamegraph::{self, Options};
+
+use super::{FrameKeys, GroupBy, Keys, ReportError, Result};
+use crate::tach::{ProfileIndex, SampleFilter, TachFile};
+
+/// Parts per million: the unit of both sides' weights.
+const SCALE: f64 = 1_000_000.0;
+
+/// Stack path (root first, `;`-joined labels) -> share of the side's samples.
+fn side_paths(
+    files: &[TachFile],
+    filter: &SampleFilter,
+    by: GroupBy,
+    keys: &mut Keys,
+    into: &mut BTreeMap<String, [f64; 2]>,
+    side: usize,
+) -> Result<()> {
+    let mut used = 0usize;
+    let mut per_file: Vec<BTreeMap<String, f64>> = Vec::new();
+    for file in files {
+        let index = ProfileIndex::build(file, filter)?;
+        if index.total_samples == 0 {
+            continue;
+        }
+        used += 1;
+        let mut frames = FrameKeys::new(file, by);
+        let mut stack_keys = Vec::new();
+        let mut paths = BTreeMap::new();
+        for (id, &count) in index.stack_totals().iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            frames.stack_keys(keys, index.stacks.get(id as u32), &mut stack_keys);
+            if stack_keys.is_empty() {
+                continue;
+            }
+            let path: Vec<String> = stack_keys
+                .iter()
+                .rev()
+                .map(|&k| {
+                    keys.list[k as usize]
+                        .label(by)
+                        .replace(';', ":")
+                        .replace(['\n', '\r'], " ")
+                })
+                .collect();
+            *paths.entry(path.join(";")).or_insert(0.0) +=
+                count as f64 / index.total_samples as f64;
+        }
+        per_file.push(paths);
+    }
+    for paths in per_file {
+        for (path, share) in paths {
+            into.entry(path).or_insert([0.0; 2])[side] += share / used as f64;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the differential flamegraph of `base` against `new`.
+pub fn write_flamegraph(
+    base: &[TachFile],
+    new: &[TachFile],
+    filter: &SampleFilter,
+    by: GroupBy,
+    title: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let mut keys = Keys::default();
+    let mut paths: BTreeMap<String, [f64; 2]> = BTreeMap::new();
+    side_paths(base, filter, by, &mut keys, &mut paths, 0)?;
+    side_paths(new, filter, by, &mut keys, &mut paths, 1)?;
+    let lines: Vec<String> = paths
+        .iter()
+        .map(|(p, s)| (p, (s[0] * SCALE).round(), (s[1] * SCALE).round()))
+        .filter(|(_, b, n)| *b > 0.0 || *n > 0.0)
+        .map(|(p, b, n)| format!("{p} {b} {n}"))
+        .collect();
+    if lines.is_empty() {
+        return Err(ReportError::Usage(
+            "no samples with Python frames to draw (after filters)".into(),
+        ));
+    }
+    let mut opt = Options::default();
+    opt.title = title.to_string();
+    opt.subtitle = Some(
+        "width: new share; colour: change of own share (red grew, blue shrank); \
+         tooltip: new share; change of own share in points"
+            .into(),
+    );
+    opt.count_name = "ppm of samples".into();
+    opt.name_type = "Function:".into();
+    flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), out)
+        .map_err(|e| ReportError::Usage(format!("flamegraph: {e}")))
+}

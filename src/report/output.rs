@@ -1,0 +1,197 @@
+//! Text, CSV and JSON renderings of the reports (deterministic).
+
+use std::io::Write;
+
+use super::diff::DiffReport;
+use super::top::TopReport;
+use super::{GroupBy, Key, ReportError, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Table,
+    Csv,
+    Json,
+}
+
+impl Format {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "table" => Ok(Format::Table),
+            "csv" => Ok(Format::Csv),
+            "json" => Ok(Format::Json),
+            _ => Err(ReportError::Usage(format!(
+                "unknown format '{name}': use table, csv or json"
+            ))),
+        }
+    }
+}
+
+/// A CSV field, quoted when it must be (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn key_csv(k: &Key) -> String {
+    format!(
+        "{},{},{}",
+        csv_field(&k.filename),
+        k.lineno,
+        csv_field(&k.funcname)
+    )
+}
+
+fn what(by: GroupBy) -> &'static str {
+    match by {
+        GroupBy::Function => "function",
+        GroupBy::Line => "filename:lineno(function)",
+        GroupBy::File => "file",
+    }
+}
+
+pub fn write_top(r: &TopReport, format: Format, out: &mut dyn Write) -> std::io::Result<()> {
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, r)?;
+            writeln!(out)
+        }
+        Format::Csv => {
+            let file = if r.rows.iter().any(|x| x.file.is_some()) {
+                "file,"
+            } else {
+                ""
+            };
+            writeln!(
+                out,
+                "{file}filename,lineno,funcname,self_samples,total_samples,self_pct,total_pct,self_s,total_s"
+            )?;
+            for x in &r.rows {
+                if let Some(f) = &x.file {
+                    write!(out, "{},", csv_field(f))?;
+                }
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{}",
+                    key_csv(&x.key),
+                    x.self_samples,
+                    x.total_samples,
+                    x.self_pct,
+                    x.total_pct,
+                    x.self_s,
+                    x.total_s
+                )?;
+            }
+            Ok(())
+        }
+        Format::Table => {
+            writeln!(
+                out,
+                "{} samples ({:.3} s) in {} file{}",
+                r.samples,
+                r.seconds,
+                r.files.len(),
+                if r.files.len() == 1 { "" } else { "s" }
+            )?;
+            let per_file = r.rows.iter().any(|x| x.file.is_some());
+            write!(
+                out,
+                "{:>15} {:>7} {:>10} {:>7} {:>10}  ",
+                "self/total", "self%", "self (s)", "total%", "total (s)"
+            )?;
+            if per_file {
+                write!(out, "{:<24} ", "file")?;
+            }
+            writeln!(out, "{}", what(r.by))?;
+            for x in &r.rows {
+                write!(
+                    out,
+                    "{:>15} {:>7.1} {:>10.3} {:>7.1} {:>10.3}  ",
+                    format!("{}/{}", x.self_samples, x.total_samples),
+                    x.self_pct,
+                    x.self_s,
+                    x.total_pct,
+                    x.total_s
+                )?;
+                if let Some(f) = &x.file {
+                    write!(out, "{f:<24} ")?;
+                }
+                writeln!(out, "{}", x.key.label(r.by))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+pub fn write_diff(r: &DiffReport, format: Format, out: &mut dyn Write) -> std::io::Result<()> {
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, r)?;
+            writeln!(out)
+        }
+        Format::Csv => {
+            writeln!(
+                out,
+                "filename,lineno,funcname,base_share_pct,new_share_pct,change_points,stderr_points,p_adjusted,tested,verdict"
+            )?;
+            for x in &r.rows {
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{}",
+                    key_csv(&x.key),
+                    x.base_pct,
+                    x.new_pct,
+                    x.change_points,
+                    x.stderr_points.map_or(String::new(), |p| p.to_string()),
+                    x.p_adjusted.map_or(String::new(), |p| p.to_string()),
+                    x.p_adjusted.is_some(),
+                    x.verdict.text()
+                )?;
+            }
+            Ok(())
+        }
+        Format::Table => {
+            writeln!(
+                out,
+                "base: {} samples in {} file{}; new: {} samples in {} file{}; {} share, {} compared",
+                r.base.samples,
+                r.base.files.len(),
+                if r.base.files.len() == 1 { "" } else { "s" },
+                r.new.samples,
+                r.new.files.len(),
+                if r.new.files.len() == 1 { "" } else { "s" },
+                r.metric,
+                r.tested
+            )?;
+            writeln!(
+                out,
+                "{:>7} {:>7} {:>8} {:>7} {:>9}  {:<24} {}",
+                "base%",
+                "new%",
+                "change",
+                "±se",
+                "p (Holm)",
+                "verdict",
+                what(r.by)
+            )?;
+            for x in &r.rows {
+                writeln!(
+                    out,
+                    "{:>7.2} {:>7.2} {:>+8.2} {:>7} {:>9}  {:<24} {}",
+                    x.base_pct,
+                    x.new_pct,
+                    x.change_points,
+                    x.stderr_points
+                        .map_or("-".to_string(), |s| format!("{s:.2}")),
+                    x.p_adjusted.map_or("-".to_string(), |p| format!("{p:.2e}")),
+                    x.verdict.text(),
+                    x.key.label(r.by)
+                )?;
+            }
+            Ok(())
+        }
+    }
+}

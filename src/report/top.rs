@@ -1,0 +1,296 @@
+//! `tach top`: per function (or line, or file) the samples where it was running
+//! (self) and where it was anywhere on the stack (total), with CPython's pstats
+//! semantics: total counts a sample once however often the key recurs on its stack,
+//! and time is samples × the file's sampling interval. Several files are summed.
+
+use serde::Serialize;
+
+use super::{seconds, FrameKeys, GroupBy, Key, Keys, Result};
+use crate::tach::{ProfileIndex, SampleFilter, TachFile};
+
+/// The order of the rows (largest first, except by name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SortBy {
+    /// Self time.
+    #[default]
+    SelfTime,
+    /// Total time.
+    TotalTime,
+    /// Self samples (differs from self time when the files' intervals differ).
+    Samples,
+    /// The row's label, ascending.
+    Name,
+}
+
+impl SortBy {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "self" => Ok(SortBy::SelfTime),
+            "total" => Ok(SortBy::TotalTime),
+            "samples" => Ok(SortBy::Samples),
+            "name" => Ok(SortBy::Name),
+            _ => Err(super::ReportError::Usage(format!(
+                "unknown sort '{name}': use self, total, samples or name"
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TopOptions {
+    pub by: GroupBy,
+    pub sort: SortBy,
+    /// Keep the first N rows (after sorting).
+    pub limit: Option<usize>,
+    /// One row per (file, key) instead of summing the files.
+    pub per_file: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopRow {
+    /// The input file, with `per_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(flatten)]
+    pub key: Key,
+    pub self_samples: u64,
+    pub total_samples: u64,
+    /// Percent of all kept samples (of every file).
+    pub self_pct: f64,
+    pub total_pct: f64,
+    pub self_s: f64,
+    pub total_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TopReport {
+    #[serde(skip)]
+    pub by: GroupBy,
+    pub files: Vec<String>,
+    /// Kept samples of every file, empty stacks included (pstats' denominator).
+    pub samples: u64,
+    pub seconds: f64,
+    pub rows: Vec<TopRow>,
+}
+
+/// Self and total samples per key of one file.
+struct FileCounts {
+    samples: u64,
+    /// (key id, self, total) in first-seen order.
+    rows: Vec<(u32, u64, u64)>,
+}
+
+fn count_file(
+    file: &TachFile,
+    filter: &SampleFilter,
+    by: GroupBy,
+    keys: &mut Keys,
+) -> Result<FileCounts> {
+    let index = ProfileIndex::build(file, filter)?;
+    let totals = index.stack_totals();
+    let mut frames = FrameKeys::new(file, by);
+    let mut slot: Vec<u32> = Vec::new();
+    let mut seen: Vec<u32> = Vec::new();
+    let mut rows: Vec<(u32, u64, u64)> = Vec::new();
+    let mut stack_keys = Vec::new();
+    for (id, &count) in totals.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        frames.stack_keys(keys, index.stacks.get(id as u32), &mut stack_keys);
+        for (n, &k) in stack_keys.iter().enumerate() {
+            if k as usize >= slot.len() {
+                slot.resize(k as usize + 1, u32::MAX);
+                seen.resize(k as usize + 1, u32::MAX);
+            }
+            if slot[k as usize] == u32::MAX {
+                slot[k as usize] = rows.len() as u32;
+                rows.push((k, 0, 0));
+            }
+            let row = &mut rows[slot[k as usize] as usize];
+            if n == 0 {
+                row.1 += count;
+            }
+            // Once per stack, however often the key recurs on it.
+            if seen[k as usize] != id as u32 {
+                seen[k as usize] = id as u32;
+                row.2 += count;
+            }
+        }
+    }
+    Ok(FileCounts {
+        samples: index.total_samples,
+        rows,
+    })
+}
+
+/// The summary table of `files` (summed, or per file).
+pub fn top(files: &[TachFile], filter: &SampleFilter, options: &TopOptions) -> Result<TopReport> {
+    let mut keys = Keys::default();
+    let mut counted = Vec::with_capacity(files.len());
+    for file in files {
+        counted.push(count_file(file, filter, options.by, &mut keys)?);
+    }
+    let samples: u64 = counted.iter().map(|c| c.samples).sum();
+    let total_seconds: f64 = files
+        .iter()
+        .zip(&counted)
+        .map(|(f, c)| seconds(c.samples, f))
+        .sum();
+    let pct = |n: u64| {
+        if samples == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / samples as f64
+        }
+    };
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.path().display().to_string())
+        .collect();
+    let mut rows: Vec<TopRow> = Vec::new();
+    if options.per_file {
+        for ((file, c), name) in files.iter().zip(&counted).zip(&names) {
+            for &(k, s, t) in &c.rows {
+                rows.push(TopRow {
+                    file: Some(name.clone()),
+                    key: keys.list[k as usize].clone(),
+                    self_samples: s,
+                    total_samples: t,
+                    self_pct: pct(s),
+                    total_pct: pct(t),
+                    self_s: seconds(s, file),
+                    total_s: seconds(t, file),
+                });
+            }
+        }
+    } else {
+        // (self, total, self_s, total_s) per key, summed over files.
+        let mut sum: Vec<Option<(u64, u64, f64, f64)>> = vec![None; keys.list.len()];
+        let mut order: Vec<u32> = Vec::new();
+        for (file, c) in files.iter().zip(&counted) {
+            for &(k, s, t) in &c.rows {
+                let e = sum[k as usize].get_or_insert_with(|| {
+                    order.push(k);
+                    (0, 0, 0.0, 0.0)
+                });
+                e.0 += s;
+                e.1 += t;
+                e.2 += seconds(s, file);
+                e.3 += seconds(t, file);
+            }
+        }
+        for k in order {
+            let (s, t, ss, ts) = sum[k as usize].unwrap_or_default();
+            rows.push(TopRow {
+                file: None,
+                key: keys.list[k as usize].clone(),
+                self_samples: s,
+                total_samples: t,
+                self_pct: pct(s),
+                total_pct: pct(t),
+                self_s: ss,
+                total_s: ts,
+            });
+        }
+    }
+    sort_rows(&mut rows, options.sort);
+    if let Some(n) = options.limit {
+        rows.truncate(n);
+    }
+    Ok(TopReport {
+        by: options.by,
+        files: names,
+        samples,
+        seconds: total_seconds,
+        rows,
+    })
+}
+
+/// Sorts largest first (by name: ascending); ties by label, then file, so the order
+/// is deterministic.
+fn sort_rows(rows: &mut [TopRow], sort: SortBy) {
+    let tie = |a: &TopRow, b: &TopRow| a.key.cmp(&b.key).then_with(|| a.file.cmp(&b.file));
+    rows.sort_by(|a, b| {
+        let primary = match sort {
+            SortBy::SelfTime => b.self_s.total_cmp(&a.self_s),
+            SortBy::TotalTime => b.total_s.total_cmp(&a.total_s),
+            SortBy::Samples => b.self_samples.cmp(&a.self_samples),
+            SortBy::Name => std::cmp::Ordering::Equal,
+        };
+        primary.then_with(|| tie(a, b))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn golden(name: &str) -> TachFile {
+        TachFile::open(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("golden/cpython-3.15.2")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn recursion_counts_total_once_per_sample() {
+        // CPython's own table (cpu_recursive.pstats.txt): fib line 7 is 1858/2955 of
+        // 2997 samples; <module> is on every stack.
+        let f = golden("cpu_recursive.bin");
+        let by_line = TopOptions {
+            by: GroupBy::Line,
+            ..Default::default()
+        };
+        let r = top(std::slice::from_ref(&f), &SampleFilter::default(), &by_line).unwrap();
+        assert_eq!(r.samples, 2997);
+        let fib7 = r
+            .rows
+            .iter()
+            .find(|row| row.key.lineno == 7 && row.key.funcname == "fib")
+            .unwrap();
+        assert_eq!((fib7.self_samples, fib7.total_samples), (1858, 2955));
+        assert_eq!(r.rows[0].key, fib7.key);
+        // By function, every line of fib together: never more than every sample.
+        let r = top(&[f], &SampleFilter::default(), &TopOptions::default()).unwrap();
+        let fib = r.rows.iter().find(|row| row.key.funcname == "fib").unwrap();
+        assert_eq!(fib.self_samples, 1858 + 789 + 167 + 141);
+        assert!(fib.total_samples >= 2955 && fib.total_samples <= 2997);
+    }
+
+    #[test]
+    fn files_are_summed_and_per_file_keeps_them_apart() {
+        let a = golden("cpu_recursive.bin");
+        let b = golden("cpu_recursive_none.bin");
+        let one = |f: &TachFile| {
+            top(
+                &[TachFile::open(f.path()).unwrap()],
+                &SampleFilter::default(),
+                &TopOptions::default(),
+            )
+            .unwrap()
+        };
+        let (ra, rb) = (one(&a), one(&b));
+        let both = top(&[a, b], &SampleFilter::default(), &TopOptions::default()).unwrap();
+        assert_eq!(both.samples, ra.samples + rb.samples);
+        for row in &both.rows {
+            let get = |r: &TopReport| {
+                r.rows
+                    .iter()
+                    .find(|x| x.key == row.key)
+                    .map_or(0, |x| x.total_samples)
+            };
+            assert_eq!(row.total_samples, get(&ra) + get(&rb), "{:?}", row.key);
+        }
+        let a = golden("cpu_recursive.bin");
+        let b = golden("cpu_recursive_none.bin");
+        let per = TopOptions {
+            per_file: true,
+            ..Default::default()
+        };
+        let r = top(&[a, b], &SampleFilter::default(), &per).unwrap();
+        assert_eq!(r.rows.len(), ra.rows.len() + rb.rows.len());
+    }
+}
