@@ -11,7 +11,7 @@
 //!   the location anywhere on the stack, counted once per stack.
 //! - callers of a location: for each adjacent (callee, caller) pair on a stack, the
 //!   caller's key gets the sample count (not deduplicated, as CPython does).
-//! - seconds = samples × interval_us / 1e6, the same float arithmetic as CPython.
+//! - seconds = samples × (interval_us / 1e6): the interval is divided first, the same float arithmetic as CPython.
 //! - `_sync_coordinator.py` frames are dropped first; empty stacks count nowhere.
 //!
 //! Keys are in CPython's insertion order (first sample that touches them), so the
