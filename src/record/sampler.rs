@@ -37,6 +37,8 @@ const MAX_THREADS: usize = 1 << 16;
 /// all land in the same function: that would skew attribution, so the backlog is kept
 /// to two ticks and older ones are skipped (and reported as missed).
 const MAX_BACKLOG_TICKS: u64 = 2;
+/// How often the crash journal is appended to: what a killed process loses, at most.
+const JOURNAL_SYNC_US: u64 = 250_000;
 /// Interpreters followed before giving up.
 const MAX_INTERPRETERS: usize = 256;
 
@@ -502,6 +504,7 @@ impl Sampler {
             .mode(opts.mode)
             .features(Some(opts.features()))
             .python_version(version)
+            .journal(Some(crate::tach::journal::journal_path(&opts.path)))
             .create(&opts.path)?;
         let o = target.layout.offsets();
         let tstate_buf = vec![0u8; o.tstate_size as usize];
@@ -1371,6 +1374,7 @@ impl Sampler {
             .duration
             .map(|d| self.start_us + d.as_micros() as u64);
         let mut next = self.start_us + interval;
+        let mut next_sync = self.start_us + JOURNAL_SYNC_US;
         let mut failure = None;
         // Wake up on time: the default timer slack (50 us) is 5% of a 1 kHz interval.
         // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
@@ -1396,6 +1400,12 @@ impl Sampler {
             if let Some(e) = self.write_error.take() {
                 failure = Some(e);
                 break;
+            }
+            if now >= next_sync {
+                next_sync = now + JOURNAL_SYNC_US;
+                if let Err(e) = self.writer.sync_journal(now) {
+                    eprintln!("tach: {e}; recording on without a crash journal");
+                }
             }
             next += interval;
             // Behind schedule (a late wake-up on a busy machine): catch up, but by at
