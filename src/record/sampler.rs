@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,6 +186,8 @@ pub struct Sampler {
     retries: u64,
     retry_reasons: Vec<(ReadError, u64)>,
     debug: bool,
+    /// Samples written so far, for [`Session::samples_written`].
+    progress: Arc<AtomicU64>,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -543,6 +545,7 @@ impl Sampler {
             retries: 0,
             retry_reasons: Vec::new(),
             debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
+            progress: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -1397,6 +1400,8 @@ impl Sampler {
                 continue;
             }
             self.tick(now);
+            self.progress
+                .store(self.writer.sample_count(), Ordering::Relaxed);
             if let Some(e) = self.write_error.take() {
                 failure = Some(e);
                 break;
@@ -1439,6 +1444,7 @@ pub struct Session {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<RecordStats>,
     path: PathBuf,
+    progress: Arc<AtomicU64>,
 }
 
 impl Session {
@@ -1446,6 +1452,7 @@ impl Session {
     pub fn start(target: Target, opts: RecordOptions) -> Result<Session, TachError> {
         let path = opts.path.clone();
         let sampler = Sampler::new(target, opts)?;
+        let progress = sampler.progress.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -1463,11 +1470,22 @@ impl Session {
                 }
             })
             .map_err(|e| TachError::Usage(format!("cannot start the sampling thread: {e}")))?;
-        Ok(Session { stop, thread, path })
+        Ok(Session {
+            stop,
+            thread,
+            path,
+            progress,
+        })
     }
 
     pub fn path(&self) -> &PathBuf {
         &self.path
+    }
+
+    /// Samples written so far (after the last tick): what a crash test compares the
+    /// recovered file against.
+    pub fn samples_written(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
     }
 
     /// Whether the sampler has finished on its own (its duration ran out).
