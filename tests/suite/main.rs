@@ -14,4 +14,5 @@ mod golden;
 mod interop;
 #[cfg(feature = "query")]
 mod query;
+mod recover;
 mod roundtrip;
