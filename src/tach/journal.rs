@@ -9,7 +9,7 @@
 //! turns a journal left behind into a TACH file.
 //!
 //! Layout (journal framing little-endian; sample records in the writer's byte order):
-//! - prelude: the 8 bytes `TACHJRNL`, u32 version (1);
+//! - prelude: the 8 bytes `tachjrnl`, u32 version (1);
 //! - records: u32 payload length, u32 CRC-32 (IEEE) of the payload, the payload. A
 //!   record whose length runs past the end of the file or whose checksum fails is a
 //!   torn last write: recovery stops there and drops it.
@@ -37,8 +37,9 @@ use super::error::VarintReason;
 use super::header::{ByteOrder, Compression};
 use super::varint;
 
-/// The first 8 bytes of every journal.
-pub const JOURNAL_MAGIC: &[u8; 8] = b"TACHJRNL";
+/// The first 8 bytes of every journal. Lower case: a file starting with "TACH" would
+/// read as a big-endian TACH file to CPython and to our reader.
+pub const JOURNAL_MAGIC: &[u8; 8] = b"tachjrnl";
 pub const JOURNAL_VERSION: u32 = 1;
 /// Magic and version.
 pub const PRELUDE_SIZE: usize = 12;

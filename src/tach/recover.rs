@@ -99,7 +99,7 @@ pub fn recover(journal: &Path, output: &Path) -> Result<Recovered, RecoverError>
     if data.len() < PRELUDE_SIZE || &data[..8] != JOURNAL_MAGIC {
         return Err(bad(
             0,
-            "not a tach crash journal (it does not start with TACHJRNL)".into(),
+            "not a tach crash journal (it does not start with tachjrnl)".into(),
         ));
     }
     let version = u32::from_le_bytes(data[8..12].try_into().unwrap());

@@ -102,6 +102,8 @@ fn every_golden_file_is_recovered_from_an_abandoned_journal() {
             said.contains("crash journal") && said.contains("tach recover"),
             "{said}"
         );
+        // Not misread as a (big-endian) TACH file: its magic is no TACH magic.
+        assert!(said.contains("not a TACH file"), "{said}");
 
         // The default output replaces the unfinished file.
         let r = tach().arg("recover").arg(&journal).output().unwrap();
