@@ -30,6 +30,8 @@ pub enum CliError {
     Record(String),
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
+    #[error(transparent)]
+    Recover(#[from] crate::tach::recover::RecoverError),
     #[error("{}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -145,6 +147,14 @@ enum Command {
     /// with a block-bootstrap noise estimate (docs/diff.md): `tach diff base.bin new.bin`
     /// or `tach diff --base a1.bin a2.bin --new b1.bin b2.bin`.
     Diff(DiffArgs),
+    /// Turn the crash journal of a recording that died (OUT.tach.journal, left beside
+    /// OUT.tach by a killed or crashed process) into a TACH file.
+    Recover {
+        journal: PathBuf,
+        /// Where to write the TACH file (default: the journal's name without .journal).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -317,6 +327,7 @@ fn run(command: Command) -> Result<ExitCode, CliError> {
         Command::Record(args) => record_cmd(args),
         Command::Top(args) => top_cmd(args),
         Command::Diff(args) => diff_cmd(args),
+        Command::Recover { journal, output } => recover_cmd(&journal, output),
     }
 }
 
@@ -328,6 +339,9 @@ fn info(files: &[PathBuf], json: bool) -> Result<ExitCode, CliError> {
             Ok(i) => infos.push(i),
             Err(e) => {
                 eprintln!("tach: {e}");
+                if let Some(hint) = crate::tach::recover::diagnose(path) {
+                    eprintln!("tach: {hint}");
+                }
                 failed = true;
             }
         }
@@ -472,6 +486,9 @@ fn verify(files: &[PathBuf], quiet: bool) -> Result<ExitCode, CliError> {
             }
             Err(e) => {
                 writeln!(out, "{e}").map_err(stdout_error)?;
+                if let Some(hint) = crate::tach::recover::diagnose(path) {
+                    writeln!(out, "{hint}").map_err(stdout_error)?;
+                }
                 failed += 1;
             }
         }
@@ -482,6 +499,31 @@ fn verify(files: &[PathBuf], quiet: bool) -> Result<ExitCode, CliError> {
     } else {
         Ok(SUCCESS)
     }
+}
+
+fn recover_cmd(journal: &Path, output: Option<PathBuf>) -> Result<ExitCode, CliError> {
+    use crate::tach::recover;
+    let output = match output {
+        Some(o) => o,
+        None => recover::default_output(journal)?,
+    };
+    let r = recover::recover(journal, &output)?;
+    eprintln!(
+        "recovered {} samples ({} threads, {} frames, the first {:.2} s) from {} into {}",
+        r.samples,
+        r.threads,
+        r.frames,
+        r.covered_us as f64 / 1e6,
+        journal.display(),
+        r.output.display()
+    );
+    if let Some(d) = &r.dropped {
+        eprintln!(
+            "dropped the last {} bytes of the journal (from byte {}): {}",
+            d.bytes, d.offset, d.why
+        );
+    }
+    Ok(SUCCESS)
 }
 
 fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {

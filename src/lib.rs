@@ -6,7 +6,8 @@
 //! - the format, at the crate root: [`TachFile`] reads a file (its samples as a
 //!   [`SampleStream`], its frames, strings and header), [`Writer`] writes one,
 //!   [`SampleFilter`] selects samples, [`ProfileIndex`] and [`StackCounts`] aggregate
-//!   them, [`totals()`] gives self and cumulative samples per key, [`rewrite`] re-encodes;
+//!   them, [`totals()`] gives self and cumulative samples per key, [`rewrite`] re-encodes,
+//!   [`recover()`] rebuilds a file from the crash journal a killed recording left;
 //! - [`export`]: one exporter per output format behind [`export::Exporter`], and the
 //!   registry every front end uses;
 //! - [`query`] (feature `query`): SQL over profiles;
@@ -33,6 +34,8 @@ pub mod query;
 pub use crate::tach::counts::{Chunking, GroupCount, Route, StackCounts};
 pub use crate::tach::filter::status;
 pub use crate::tach::index::{first_timestamp, StackTable, ThreadProfile};
+pub use crate::tach::journal::journal_path;
+pub use crate::tach::recover::{self, recover, RecoverError, Recovered};
 pub use crate::tach::rewrite;
 pub use crate::tach::totals::{totals, KeyTotals, Totals};
 pub use crate::tach::{

@@ -165,6 +165,12 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     stats_dict(py, &stats).map(Some)
 }
 
+/// Samples the recording in progress has written so far (None if there is none).
+#[pyfunction]
+fn samples_written() -> Option<u64> {
+    lock().as_ref().map(|s| s.samples_written())
+}
+
 /// Whether a recording is in progress (false once a duration has run out).
 #[pyfunction]
 fn is_running() -> bool {
@@ -267,6 +273,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
     m.add_function(wrap_pyfunction!(is_running, m)?)?;
+    m.add_function(wrap_pyfunction!(samples_written, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     Ok(())

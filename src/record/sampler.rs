@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +37,8 @@ const MAX_THREADS: usize = 1 << 16;
 /// all land in the same function: that would skew attribution, so the backlog is kept
 /// to two ticks and older ones are skipped (and reported as missed).
 const MAX_BACKLOG_TICKS: u64 = 2;
+/// How often the crash journal is appended to: what a killed process loses, at most.
+const JOURNAL_SYNC_US: u64 = 250_000;
 /// Interpreters followed before giving up.
 const MAX_INTERPRETERS: usize = 256;
 
@@ -184,6 +186,8 @@ pub struct Sampler {
     retries: u64,
     retry_reasons: Vec<(ReadError, u64)>,
     debug: bool,
+    /// Samples written so far, for [`Session::samples_written`].
+    progress: Arc<AtomicU64>,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -502,6 +506,7 @@ impl Sampler {
             .mode(opts.mode)
             .features(Some(opts.features()))
             .python_version(version)
+            .journal(Some(crate::tach::journal::journal_path(&opts.path)))
             .create(&opts.path)?;
         let o = target.layout.offsets();
         let tstate_buf = vec![0u8; o.tstate_size as usize];
@@ -540,6 +545,7 @@ impl Sampler {
             retries: 0,
             retry_reasons: Vec::new(),
             debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
+            progress: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -1371,6 +1377,7 @@ impl Sampler {
             .duration
             .map(|d| self.start_us + d.as_micros() as u64);
         let mut next = self.start_us + interval;
+        let mut next_sync = self.start_us + JOURNAL_SYNC_US;
         let mut failure = None;
         // Wake up on time: the default timer slack (50 us) is 5% of a 1 kHz interval.
         // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
@@ -1393,9 +1400,17 @@ impl Sampler {
                 continue;
             }
             self.tick(now);
+            self.progress
+                .store(self.writer.sample_count(), Ordering::Relaxed);
             if let Some(e) = self.write_error.take() {
                 failure = Some(e);
                 break;
+            }
+            if now >= next_sync {
+                next_sync = now + JOURNAL_SYNC_US;
+                if let Err(e) = self.writer.sync_journal(now) {
+                    eprintln!("tach: {e}; recording on without a crash journal");
+                }
             }
             next += interval;
             // Behind schedule (a late wake-up on a busy machine): catch up, but by at
@@ -1429,6 +1444,7 @@ pub struct Session {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<RecordStats>,
     path: PathBuf,
+    progress: Arc<AtomicU64>,
 }
 
 impl Session {
@@ -1436,6 +1452,7 @@ impl Session {
     pub fn start(target: Target, opts: RecordOptions) -> Result<Session, TachError> {
         let path = opts.path.clone();
         let sampler = Sampler::new(target, opts)?;
+        let progress = sampler.progress.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -1453,11 +1470,22 @@ impl Session {
                 }
             })
             .map_err(|e| TachError::Usage(format!("cannot start the sampling thread: {e}")))?;
-        Ok(Session { stop, thread, path })
+        Ok(Session {
+            stop,
+            thread,
+            path,
+            progress,
+        })
     }
 
     pub fn path(&self) -> &PathBuf {
         &self.path
+    }
+
+    /// Samples written so far (after the last tick): what a crash test compares the
+    /// recovered file against.
+    pub fn samples_written(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
     }
 
     /// Whether the sampler has finished on its own (its duration ran out).

@@ -24,6 +24,7 @@ use super::header::{
     ByteOrder, CaptureFeatures, Compression, Config, Footer, Header, ProfilingMode, Stats,
     FORMAT_VERSION, HEADER_SIZE, MAX_STACK_DEPTH,
 };
+use super::journal::{JournalFile, JournalSettings, Sync};
 use super::records::{RecordKind, RecordMix};
 use super::tables::{FrameEntry, Location, OPCODE_NONE};
 use super::varint;
@@ -48,6 +49,7 @@ pub struct WriterBuilder {
     config: Config,
     python_version: (u8, u8, u8),
     stats: Option<Stats>,
+    journal: Option<PathBuf>,
 }
 
 impl WriterBuilder {
@@ -89,6 +91,14 @@ impl WriterBuilder {
         self
     }
 
+    /// Keeps a crash journal at `path` (see [`super::journal`]): the file is created
+    /// now, appended to by [`Writer::sync_journal`] and deleted once the output file is
+    /// complete. Without it (the default) the writer writes only its output.
+    pub fn journal(mut self, path: Option<PathBuf>) -> Self {
+        self.journal = path;
+        self
+    }
+
     /// Creates `path` and writes to it.
     pub fn create(self, path: impl AsRef<Path>) -> Result<Writer<BufWriter<File>>> {
         let path = path.as_ref();
@@ -111,6 +121,28 @@ impl WriterBuilder {
         }
         out.write_all(&[0u8; HEADER_SIZE])
             .map_err(|e| TachError::io(&name, e))?;
+        let journal = match &self.journal {
+            Some(path) => {
+                let settings = JournalSettings {
+                    byte_order: ByteOrder::NATIVE,
+                    python_version: self.python_version,
+                    start_time_us: self.start_time_us,
+                    sample_interval_us: self.sample_interval_us,
+                    compression: self.compression,
+                    config: self.config.raw,
+                };
+                let file = JournalFile::create(path.clone(), &settings)
+                    .map_err(|e| TachError::io(path, e))?;
+                Some(Journal {
+                    file,
+                    unsynced: Vec::new(),
+                    buffer_synced: 0,
+                    strings_synced: 0,
+                    frames_synced: 0,
+                })
+            }
+            None => None,
+        };
         let sink = match self.compression {
             Compression::None => Sink::Raw(out),
             Compression::Zstd => {
@@ -140,6 +172,7 @@ impl WriterBuilder {
             total_samples: 0,
             mix: RecordMix::default(),
             finished: false,
+            journal,
         })
     }
 }
@@ -158,6 +191,17 @@ struct WriterThread {
     pending_samples: u32,
 }
 
+/// The writer's side of its crash journal: what has been journaled so far.
+struct Journal {
+    file: JournalFile,
+    /// Records flushed from `buffer` to the output since the last sync.
+    unsynced: Vec<u8>,
+    /// Bytes at the start of `buffer` already in `unsynced` or a sync.
+    buffer_synced: usize,
+    strings_synced: usize,
+    frames_synced: usize,
+}
+
 /// A TACH file being written. Call [`Writer::finish`]; dropping an unfinished writer
 /// finishes it too, ignoring errors.
 pub struct Writer<W: Write + Seek> {
@@ -174,6 +218,7 @@ pub struct Writer<W: Write + Seek> {
     total_samples: u64,
     mix: RecordMix,
     finished: bool,
+    journal: Option<Journal>,
 }
 
 /// What [`Writer::finish`] reports.
@@ -198,6 +243,7 @@ impl Writer<BufWriter<File>> {
             config: Config::new(ProfilingMode::Wall, None),
             python_version: (0, 0, 0),
             stats: None,
+            journal: None,
         }
     }
 }
@@ -330,11 +376,7 @@ impl<W: Write + Seek> Writer<W> {
 
     fn record_header(&mut self, slot: usize, kind: RecordKind) {
         let t = &self.threads[slot];
-        // Fixed-width fields in native order, as CPython's writer memcpy's them.
-        self.buffer.extend_from_slice(&t.thread_id.to_ne_bytes());
-        self.buffer
-            .extend_from_slice(&t.interpreter_id.to_ne_bytes());
-        self.buffer.push(kind as u8);
+        push_record_header(&mut self.buffer, t, kind);
     }
 
     fn flush_rle(&mut self, slot: usize) -> Result<()> {
@@ -397,6 +439,11 @@ impl<W: Write + Seek> Writer<W> {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        if let Some(j) = self.journal.as_mut() {
+            j.unsynced
+                .extend_from_slice(&self.buffer[j.buffer_synced..]);
+            j.buffer_synced = 0;
+        }
         let res = match self.sink.as_mut() {
             Some(Sink::Raw(w)) => w.write_all(&self.buffer),
             Some(Sink::Zstd(enc)) => enc.write_all(&self.buffer),
@@ -404,6 +451,64 @@ impl<W: Write + Seek> Writer<W> {
         };
         self.buffer.clear();
         res.map_err(|e| TachError::io(&self.name, e))
+    }
+
+    /// Appends to the crash journal everything written since the last sync: new
+    /// strings and frames, finished sample records, and the REPEAT runs still pending
+    /// (as the records they would be flushed as). One write(2); no fsync. Does nothing
+    /// without a journal. After an error the journal is abandoned (left as it is, valid
+    /// up to its last complete sync) and the recording goes on without it.
+    pub fn sync_journal(&mut self, timestamp_us: u64) -> Result<()> {
+        let Some(j) = self.journal.as_mut() else {
+            return Ok(());
+        };
+        let mut strings = Vec::new();
+        for s in &self.strings[j.strings_synced..] {
+            varint::encode_u32(&mut strings, s.len() as u32);
+            strings.extend_from_slice(s);
+        }
+        let mut frames = Vec::new();
+        for f in &self.frames[j.frames_synced..] {
+            f.encode(&mut frames);
+        }
+        j.unsynced
+            .extend_from_slice(&self.buffer[j.buffer_synced..]);
+        j.buffer_synced = self.buffer.len();
+        let mut pending = Vec::new();
+        for t in self.threads.iter().filter(|t| t.pending_samples > 0) {
+            push_record_header(&mut pending, t, RecordKind::Repeat);
+            varint::encode_u32(&mut pending, t.pending_samples);
+            pending.extend_from_slice(&t.pending_rle);
+        }
+        let sync = Sync {
+            timestamp_us,
+            samples: self.total_samples,
+            threads: self.threads.len() as u32,
+            string_count: (self.strings.len() - j.strings_synced) as u32,
+            strings: &strings,
+            frame_count: (self.frames.len() - j.frames_synced) as u32,
+            frames: &frames,
+            committed: &j.unsynced,
+            pending: &pending,
+        };
+        match j.file.append_sync(&sync) {
+            Ok(()) => {
+                j.unsynced.clear();
+                j.strings_synced = self.strings.len();
+                j.frames_synced = self.frames.len();
+                Ok(())
+            }
+            Err(e) => {
+                let path = j.file.path().to_path_buf();
+                self.journal = None;
+                Err(TachError::io(path, e))
+            }
+        }
+    }
+
+    /// The crash journal's path, while there is one.
+    pub fn journal_path(&self) -> Option<&Path> {
+        self.journal.as_ref().map(|j| j.file.path())
     }
 
     /// Sets the stats block (duration, achieved rate, error and missed percentages).
@@ -476,6 +581,11 @@ impl<W: Write + Seek> Writer<W> {
         out.seek(SeekFrom::Start(0)).map_err(io_err)?;
         out.write_all(&header.encode()).map_err(io_err)?;
         out.flush().map_err(io_err)?;
+        // The file is complete: its journal is of no more use.
+        if let Some(j) = self.journal.take() {
+            let path = j.file.path().to_path_buf();
+            j.file.remove().map_err(|e| TachError::io(path, e))?;
+        }
         Ok(WriteSummary {
             samples: self.total_samples,
             threads: self.threads.len() as u32,
@@ -493,6 +603,14 @@ impl<W: Write + Seek> Drop for Writer<W> {
             let _ = self.finish_inner();
         }
     }
+}
+
+/// A record's thread id, interpreter id (fixed width, native order, as CPython's writer
+/// memcpy's them) and kind.
+fn push_record_header(out: &mut Vec<u8>, t: &WriterThread, kind: RecordKind) {
+    out.extend_from_slice(&t.thread_id.to_ne_bytes());
+    out.extend_from_slice(&t.interpreter_id.to_ne_bytes());
+    out.push(kind as u8);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

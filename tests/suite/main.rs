@@ -14,5 +14,6 @@ mod golden;
 mod interop;
 #[cfg(feature = "query")]
 mod query;
+mod recover;
 mod report;
 mod roundtrip;
