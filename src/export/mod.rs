@@ -11,6 +11,7 @@ pub mod batch;
 pub mod collapsed;
 pub mod flamegraph;
 pub mod gecko;
+pub mod heatmap;
 pub mod jsonl;
 pub mod marshal;
 #[cfg(feature = "query")]
@@ -52,6 +53,8 @@ pub struct ExportOptions {
     pub per_thread: bool,
     /// A title for formats that show one; defaults to the input's file name.
     pub title: Option<String>,
+    /// Heatmap: (OLD, NEW) prefixes mapping recorded source paths to local ones.
+    pub source_roots: Vec<(String, String)>,
 }
 
 /// What an exporter reads: one file, the filter to apply, and shared options.
@@ -161,6 +164,7 @@ pub static REGISTRY: &[&dyn Exporter] = &[
     &gecko::Gecko,
     &speedscope::Speedscope,
     &flamegraph::Flamegraph,
+    &heatmap::Heatmap,
     #[cfg(feature = "query")]
     &parquet::Parquet,
 ];
