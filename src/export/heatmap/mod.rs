@@ -17,6 +17,11 @@
 pub mod aggregate;
 pub mod source;
 
+// CPython 3.15's opcode names live in the query module; a build without it (no
+// polars) compiles the same file here.
+#[cfg(feature = "query")]
+use crate::query::opnames;
+#[cfg(not(feature = "query"))]
 #[path = "../../query/opnames.rs"]
 #[allow(dead_code)]
 mod opnames;
@@ -70,6 +75,7 @@ pub struct FileDoc {
     pub path: String,
     pub local: String,
     pub status: &'static str,
+    /// Why the source is not shown, or a warning about a shown one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     #[serde(rename = "self")]
@@ -150,6 +156,7 @@ pub fn document(input: &ExportInput<'_>, heat: &Heat) -> Document {
             Err(s) => status = s,
         }
         let mut src = Vec::new();
+        let mut warning = None;
         if status == SourceStatus::Ok {
             let n = text.len();
             let mut missing_defs = Vec::new();
@@ -168,10 +175,11 @@ pub fn document(input: &ExportInput<'_>, heat: &Heat) -> Document {
                     ));
                 }
             }
+            // A heuristic, so only a warning: the source is still shown.
             if status == SourceStatus::Ok && !missing_defs.is_empty() {
                 missing_defs.truncate(3);
-                status = SourceStatus::Changed(format!(
-                    "no def or class line found above the sampled lines of {}",
+                warning = Some(format!(
+                    "the source may have changed: no def or class line found for {}",
                     missing_defs.join(", ")
                 ));
             }
@@ -201,7 +209,7 @@ pub fn document(input: &ExportInput<'_>, heat: &Heat) -> Document {
             path: fh.path.clone(),
             local: local.to_string_lossy().into_owned(),
             status: status.name(),
-            note: status.note().map(str::to_string),
+            note: status.note().map(str::to_string).or(warning),
             self_samples: fh.counts.self_samples,
             total: fh.counts.total,
             nlines: (!text.is_empty() || status == SourceStatus::Ok).then_some(text.len()),
@@ -241,7 +249,7 @@ pub fn document(input: &ExportInput<'_>, heat: &Heat) -> Document {
     Document {
         title: input.title(),
         total: heat.total_samples,
-        interval_us: input.file.header().sample_interval_us as u64,
+        interval_us: input.file.header().sample_interval_us,
         opcodes: heat.has_opcodes,
         opnames,
         files,

@@ -102,28 +102,32 @@ pub fn split_lines(text: &str) -> Vec<String> {
 }
 
 /// The line (1-based) of `def NAME` / `async def NAME` / `class NAME` for a function
-/// named `qualname` (its last dotted part), searching up from `from_line`; `None` for
-/// names that have no such line (`<module>`, `<lambda>`, ...) or when not found.
+/// named `qualname` (its last dotted part), searching up from `from_line`, or down
+/// from it past decorators when `from_line` is one (a decorated function's first line
+/// is its first decorator's); `None` for names that have no such line (`<module>`,
+/// `<lambda>`, ...) or when not found.
 pub fn find_def(lines: &[String], qualname: &str, from_line: i32) -> Option<i32> {
     let name = qualname.rsplit('.').next().unwrap_or(qualname);
     if name.is_empty() || name.starts_with('<') {
         return None;
     }
-    let top = (from_line.max(1) as usize).min(lines.len());
-    (0..top).rev().find_map(|i| {
+    let is_def = |i: usize| {
         let t = lines[i].trim_start();
         let t = t.strip_prefix("async ").map(str::trim_start).unwrap_or(t);
-        let rest = t
-            .strip_prefix("def ")
-            .or_else(|| t.strip_prefix("class "))?
-            .trim_start();
-        let after = rest.strip_prefix(name)?;
-        (after.starts_with('(')
-            || after.starts_with(':')
-            || after.starts_with(' ')
-            || after.starts_with('['))
-        .then_some(i as i32 + 1)
-    })
+        let Some(rest) = t.strip_prefix("def ").or_else(|| t.strip_prefix("class ")) else {
+            return false;
+        };
+        rest.trim_start()
+            .strip_prefix(name)
+            .is_some_and(|after| after.starts_with(['(', ':', ' ', '[']))
+    };
+    let top = (from_line.max(1) as usize).min(lines.len());
+    if top >= 1 && lines[top - 1].trim_start().starts_with('@') {
+        if let Some(i) = (top - 1..lines.len().min(top + 30)).find(|&i| is_def(i)) {
+            return Some(i as i32 + 1);
+        }
+    }
+    (0..top).rev().find(|&i| is_def(i)).map(|i| i as i32 + 1)
 }
 
 /// Merged 1-based inclusive ranges of lines to embed: CONTEXT lines around each of
@@ -192,6 +196,9 @@ mod tests {
         assert_eq!(find_def(&src, "run", 1), None);
         assert_eq!(find_def(&src, "<module>", 3), None);
         assert_eq!(find_def(&src, "runner", 5), Some(5));
+        let src = split_lines("x = 1\n@property\n@cache(\n  3)\ndef value(self):\n    pass\n");
+        assert_eq!(find_def(&src, "C.value", 2), Some(5));
+        assert_eq!(find_def(&src, "C.value", 6), Some(5));
     }
 
     #[test]
