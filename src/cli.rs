@@ -191,6 +191,9 @@ struct ExportArgs {
     /// Title for formats that show one (default: the input file name).
     #[arg(long)]
     title: Option<String>,
+    /// Heatmap: read sources recorded under OLD from NEW instead (repeatable).
+    #[arg(long, value_name = "OLD=NEW", value_parser = parse_source_root)]
+    source_root: Vec<(String, String)>,
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -233,6 +236,13 @@ impl Args for FormatFlags {
 
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
+    }
+}
+
+fn parse_source_root(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((old, new)) if !old.is_empty() && !new.is_empty() => Ok((old.into(), new.into())),
+        _ => Err(format!("'{s}': expected OLD=NEW (two non-empty paths)")),
     }
 }
 
@@ -551,6 +561,7 @@ fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {
     let options = ExportOptions {
         per_thread: args.per_thread,
         title: args.title.clone(),
+        source_roots: args.source_root.clone(),
     };
     if let Some(dir) = &args.out_dir {
         if args.output.is_some() {

@@ -26,6 +26,7 @@ fn bench_exports(c: &mut Criterion) {
             let options = ExportOptions {
                 per_thread,
                 title: None,
+                ..Default::default()
             };
             let label = if per_thread {
                 format!("{name}-per-thread")

@@ -588,6 +588,7 @@ mod tests {
                 let options = ExportOptions {
                     per_thread,
                     title: None,
+                    ..Default::default()
                 };
                 let mut ours = Vec::new();
                 export_to(&Flamegraph, &file, &filter, &options, &mut ours).unwrap();

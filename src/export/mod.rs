@@ -11,6 +11,7 @@ pub mod batch;
 mod collapsed;
 mod flamegraph;
 mod gecko;
+mod heatmap;
 mod jsonl;
 mod marshal;
 #[cfg(feature = "query")]
@@ -55,6 +56,8 @@ pub struct ExportOptions {
     pub per_thread: bool,
     /// A title for formats that show one; defaults to the input's file name.
     pub title: Option<String>,
+    /// Heatmap: (OLD, NEW) prefixes mapping recorded source paths to local ones.
+    pub source_roots: Vec<(String, String)>,
 }
 
 /// What an exporter reads: one file, the filter to apply, and shared options.
@@ -164,6 +167,7 @@ pub static REGISTRY: &[&dyn Exporter] = &[
     &gecko::Gecko,
     &speedscope::Speedscope,
     &flamegraph::Flamegraph,
+    &heatmap::Heatmap,
     #[cfg(feature = "query")]
     &parquet::Parquet,
 ];

@@ -211,7 +211,11 @@ impl NativeProfile {
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let exporter = exporter(format)?;
         let filter = filter(threads, start, end, status)?;
-        let options = ExportOptions { per_thread, title };
+        let options = ExportOptions {
+            per_thread,
+            title,
+            ..Default::default()
+        };
         let engine = self.engine.clone();
         let input = self.path.clone();
         let out = interruptible(py, None, move || -> export::Result<Option<Vec<u8>>> {
@@ -266,7 +270,11 @@ fn convert(
 ) -> PyResult<Vec<(PathBuf, PathBuf, Option<String>)>> {
     let exporter = exporter(format)?;
     let filter = filter(threads, start, end, status)?;
-    let options = ExportOptions { per_thread, title };
+    let options = ExportOptions {
+        per_thread,
+        title,
+        ..Default::default()
+    };
     if workers == Some(0) {
         return Err(PyValueError::new_err("workers must be at least 1"));
     }

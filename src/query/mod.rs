@@ -7,7 +7,7 @@
 //! - [`output`] prints or writes results.
 
 mod guard;
-mod opnames;
+pub(crate) mod opnames;
 pub mod output;
 mod pushdown;
 mod schema;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless-Chromium checks of the speedscope and flamegraph exports against CPython's
+# Headless-Chromium checks of the speedscope, flamegraph and heatmap exports against CPython's
 # golden answers. Run by `cargo test --test suite browser::` (which passes TACH_BIN), or by hand:
 #
 #   TACH_BIN=target/debug/tach tests/browser/run.sh [OUT_DIR]
@@ -81,6 +81,24 @@ for name in cpu_recursive threads_mixed stdlib_tests_large synthetic_huge_string
   check node "$here/flamegraph_check.mjs" "$out/$name.per-thread.svg" "$golden" "$name" per-thread \
     "$out/$name.per-thread.svg.png"
 done
+
+# heatmap: a real recording whose sources are in the CPython chroot (read through
+# --source-root; without the chroot they are "missing" and the page must say so), and
+# the golden 166-file profile (sources recorded on another machine: missing here).
+chroot_root="${TACH_CPYTHON_CHROOT:-/var/tmp/cpython-chroot}"
+"$tach" export --heatmap -o "$out/stdlib_workload.heatmap.html" \
+  --source-root "/usr/lib/python3.15=$chroot_root/usr/lib/python3.15" \
+  --source-root "/work/wt/heatmap=$root" "$root/tests/data/heatmap/stdlib_workload.bin" >/dev/null
+check node "$here/heatmap_check.mjs" "$out/stdlib_workload.heatmap.html" \
+  "$out/stdlib_workload.heatmap.png" json/encoder.py
+for name in stdlib_tests_large cpu_recursive_opcodes deep_recursion synthetic_huge_strings; do
+  "$tach" export --heatmap -o "$out/$name.heatmap.html" "$golden/$name.bin" >/dev/null
+  check node "$here/heatmap_check.mjs" "$out/$name.heatmap.html"
+done
+"$tach" export --heatmap -o "$out/stdlib_tests_large.sources.heatmap.html" \
+  --source-root "/usr/lib/python3.15=$chroot_root/usr/lib/python3.15" "$golden/stdlib_tests_large.bin" >/dev/null
+check node "$here/heatmap_check.mjs" "$out/stdlib_tests_large.sources.heatmap.html" \
+  "$out/stdlib_tests_large.heatmap.png" email/_header_value_parser.py
 
 echo "browser checks: outputs and screenshots in $out" >&2
 exit $status

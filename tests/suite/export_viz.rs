@@ -213,6 +213,7 @@ fn flamegraph_counts_match_cpythons_collapsed() {
             &ExportOptions {
                 per_thread: true,
                 title: None,
+                ..Default::default()
             },
         ))
         .unwrap();
@@ -341,6 +342,7 @@ fn outputs_are_deterministic_and_match_snapshots() {
         let options = ExportOptions {
             per_thread,
             title: None,
+            ..Default::default()
         };
         let bin = format!("{name}.bin");
         let a = export(format, &bin, &SampleFilter::default(), &options);

@@ -11,6 +11,7 @@ mod corruption;
 mod export_cpython;
 mod export_viz;
 mod golden;
+mod heatmap;
 mod interop;
 #[cfg(feature = "query")]
 mod query;
