@@ -99,6 +99,13 @@ done
   --source-root "/usr/lib/python3.15=$chroot_root/usr/lib/python3.15" "$golden/stdlib_tests_large.bin" >/dev/null
 check node "$here/heatmap_check.mjs" "$out/stdlib_tests_large.sources.heatmap.html" \
   "$out/stdlib_tests_large.heatmap.png" email/_header_value_parser.py
+# The size budget (docs/exporters.md): 166 source files with their sources stay one page
+# of at most 2 MiB (1.06 MB measured).
+size=$(stat -c %s "$out/stdlib_tests_large.sources.heatmap.html")
+if [ "$size" -gt $((2 * 1024 * 1024)) ]; then
+  echo "FAIL: stdlib_tests_large.sources.heatmap.html is $size bytes, over the 2 MiB budget" >&2
+  status=1
+fi
 
 echo "browser checks: outputs and screenshots in $out" >&2
 exit $status
