@@ -22,6 +22,7 @@ from ._magic import load_ipython_extension
 from ._api import (
     ConvertResult,
     Flamegraph,
+    Heatmap,
     Info,
     Profile,
     StatsBlock,
@@ -37,4 +38,4 @@ from ._api import (
 __all__ = ["start", "stop", "profile", "is_running", "describe"]
 # Reading, querying, exporting and writing files (docs/python.md).
 __all__ += ["open", "query", "convert", "formats", "Profile", "Info", "StatsBlock",
-            "Flamegraph", "ConvertResult", "Writer", "TachError", "diff"]
+            "Flamegraph", "Heatmap", "ConvertResult", "Writer", "TachError", "diff"]

@@ -23,7 +23,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 # Formats whose output is binary; the others are text (returned as str).
 _BINARY_FORMATS = frozenset({"pstats", "parquet"})
-_FILTER_KEYS = ("threads", "start", "end", "status", "per_thread", "title")
+_FILTER_KEYS = (
+    "threads", "start", "end", "status", "per_thread", "title", "source_root",
+)
 
 
 def _frame(stream: Any) -> polars.DataFrame:
@@ -50,6 +52,11 @@ def _filters(filters: dict[str, Any]) -> dict[str, Any]:
         out["status"] = [status]
     elif status is not None:
         out["status"] = list(status)
+    roots = out.get("source_root")
+    if isinstance(roots, dict):
+        out["source_root"] = [(str(old), str(new)) for old, new in roots.items()]
+    elif roots is not None:
+        out["source_root"] = [(str(old), str(new)) for old, new in roots]
     return out
 
 
@@ -157,6 +164,28 @@ class Flamegraph:
         return f"<tach.Flamegraph {len(self.svg):,} bytes of SVG>"
 
 
+class Heatmap:
+    """The line heatmap page (``tach export --heatmap``); notebooks show it inline in
+    a sandboxed iframe (``_repr_html_``), ``save()`` writes the self-contained page."""
+
+    def __init__(self, page: str) -> None:
+        self.html = page
+
+    def _repr_html_(self) -> str:
+        return (
+            f'<iframe srcdoc="{html.escape(self.html, quote=True)}" '
+            'sandbox="allow-scripts" style="width:100%;height:640px;border:1px solid #ddd">'
+            "</iframe>"
+        )
+
+    def save(self, path: PathLike) -> None:
+        with builtins.open(path, "w", encoding="utf-8") as f:
+            f.write(self.html)
+
+    def __repr__(self) -> str:
+        return f"<tach.Heatmap {len(self.html):,} bytes of HTML>"
+
+
 def _inline_svg(svg: str) -> str:
     """The <svg> element alone, for embedding in HTML."""
     at = svg.find("<svg")
@@ -210,7 +239,7 @@ class Profile:
         """Exports to ``path`` (Parquet: a directory), or returns the output: ``str``
         for text formats, ``bytes`` for pstats and parquet. Filters: threads, start,
         end (seconds from the first sample), status (flags as in the CLI), per_thread,
-        title."""
+        title, source_root (heatmap: ``{OLD: NEW}`` or pairs)."""
         data = self._native.export(
             format, None if path is None else os.fspath(path), **_filters(filters)
         )
@@ -222,6 +251,12 @@ class Profile:
         """A flamegraph of the (filtered) samples."""
         svg = self._native.export("flamegraph", None, **_filters(filters))
         return Flamegraph(svg.decode("utf-8"))
+
+    def heatmap(self, **filters: Any) -> Heatmap:
+        """The line heatmap of the (filtered) samples. ``source_root={OLD: NEW}`` reads
+        sources recorded under OLD from NEW (docs/exporters.md)."""
+        page = self._native.export("heatmap", None, **_filters(filters))
+        return Heatmap(page.decode("utf-8"))
 
     def top(
         self, *, by: str = "function", sort: str = "self", limit: int | None = None,

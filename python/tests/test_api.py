@@ -231,6 +231,40 @@ def test_repr_html_and_flamegraph():
     assert filtered != svg
 
 
+def _heatmap_files(page):
+    """path -> status of each file embedded in a heatmap page."""
+    start = page.index('<script id="heatmap-data" type="application/json">')
+    start = page.index(">", start) + 1
+    data = json.loads(page[start:page.index("</script>", start)])
+    return {f["path"]: f["status"] for f in data["files"]}
+
+
+def test_heatmap_equals_the_cli_and_shows_inline(tmp_path):
+    # A real recording (CPython's sampler in the chroot) of a script in this repository,
+    # recorded under /work/wt/heatmap: source_root maps it to this checkout.
+    data = ROOT / "tests" / "data" / "heatmap" / "stdlib_workload.bin"
+    p = tach.open(data)
+    hm = p.heatmap(source_root={"/work/wt/heatmap": str(ROOT)})
+    _, out, _ = cli("export", "--heatmap", "-o", "-", "--source-root",
+                    f"/work/wt/heatmap={ROOT}", data)
+    assert hm.html == out
+    script = "/work/wt/heatmap/tests/data/heatmap/stdlib_workload.py"
+    assert _heatmap_files(hm.html)[script] == "ok"
+    # Pairs work as a mapping does; mapped where the source is not, the page says so.
+    assert p.heatmap(source_root=[("/work/wt/heatmap", str(ROOT))]).html == hm.html
+    nowhere = p.heatmap(source_root={"/work/wt/heatmap": str(tmp_path / "nowhere")})
+    assert _heatmap_files(nowhere.html)[script] == "missing"
+    # Inline: a sandboxed iframe holding the whole page.
+    import html as _html
+    r = hm._repr_html_()
+    assert r.startswith('<iframe srcdoc="') and 'sandbox="allow-scripts"' in r
+    assert _html.unescape(r[len('<iframe srcdoc="'):r.index('" sandbox=')]) == hm.html
+    hm.save(tmp_path / "h.html")
+    assert (tmp_path / "h.html").read_text(encoding="utf-8") == hm.html
+    with pytest.raises(TypeError, match="unknown filter"):
+        p.heatmap(sources="x")
+
+
 # ---------------------------------------------------------------- errors
 
 

@@ -195,7 +195,7 @@ impl NativeProfile {
 
     /// Exports into `path` (Parquet: a directory of tables), or returns the bytes.
     #[pyo3(signature = (format, path=None, *, threads=None, start=None, end=None,
-                        status=None, per_thread=false, title=None))]
+                        status=None, per_thread=false, title=None, source_root=None))]
     #[allow(clippy::too_many_arguments)]
     fn export<'py>(
         &self,
@@ -208,13 +208,14 @@ impl NativeProfile {
         status: Option<Vec<String>>,
         per_thread: bool,
         title: Option<String>,
+        source_root: Option<Vec<(String, String)>>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let exporter = exporter(format)?;
         let filter = filter(threads, start, end, status)?;
         let options = ExportOptions {
             per_thread,
             title,
-            ..Default::default()
+            source_roots: source_root.unwrap_or_default(),
         };
         let engine = self.engine.clone();
         let input = self.path.clone();
@@ -253,7 +254,7 @@ fn query(py: Python<'_>, sql: String, paths: Vec<PathBuf>) -> PyResult<ArrowStre
 /// input order; a bad file does not stop the others.
 #[pyfunction]
 #[pyo3(signature = (paths, format, out_dir, workers=None, *, threads=None, start=None,
-                    end=None, status=None, per_thread=false, title=None))]
+                    end=None, status=None, per_thread=false, title=None, source_root=None))]
 #[allow(clippy::too_many_arguments)]
 fn convert(
     py: Python<'_>,
@@ -267,13 +268,14 @@ fn convert(
     status: Option<Vec<String>>,
     per_thread: bool,
     title: Option<String>,
+    source_root: Option<Vec<(String, String)>>,
 ) -> PyResult<Vec<(PathBuf, PathBuf, Option<String>)>> {
     let exporter = exporter(format)?;
     let filter = filter(threads, start, end, status)?;
     let options = ExportOptions {
         per_thread,
         title,
-        ..Default::default()
+        source_roots: source_root.unwrap_or_default(),
     };
     if workers == Some(0) {
         return Err(PyValueError::new_err("workers must be at least 1"));

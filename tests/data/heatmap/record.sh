@@ -3,5 +3,5 @@
 # opcodes). Run from the repository root: tests/data/heatmap/record.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
-../shared/tools/cpython-chroot run -- python3.15 -m profiling.sampling run --binary \
+scripts/cpython-chroot run -- python3.15 -m profiling.sampling run --binary \
   --opcodes -r 1khz -o tests/data/heatmap/stdlib_workload.bin tests/data/heatmap/stdlib_workload.py
