@@ -82,8 +82,9 @@ fn stdout_error(source: std::io::Error) -> CliError {
     name = "tach",
     version,
     about = "Fast, exact tools for CPython's TACH sampling profiles",
-    long_about = "Read, verify, rewrite and export the binary profiles written by \
-                  `python3.15 -m profiling.sampling run --binary` (TACH files)."
+    long_about = "Record, summarise, compare, export, query, verify and repair the binary \
+                  profiles of `python3.15 -m profiling.sampling run --binary` (TACH files).",
+    after_help = "Start with: tach top run.bin   (then tach <COMMAND> --help for examples)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -136,19 +137,39 @@ enum Command {
     /// Run SQL over profiles (tables: samples, frames, stacks, stack_counts, sample_frames).
     #[cfg(feature = "query")]
     Query(QueryArgs),
-    /// Run a Python program with tach's in-process recorder on:
-    /// `tach record -o out.tach -- python app.py ARGS`. The interpreter must have the
-    /// `tach` package installed (`pip install .`); it runs `python -m tach run`.
+    /// Run a Python program with tach's in-process recorder on.
+    ///
+    /// The interpreter must have the `tach` package installed (`pip install .`); this
+    /// runs `python -m tach run` with the options given.
+    #[command(after_help = "Examples:
+  tach record -o app.tach -- python app.py --port 8000
+  tach record -o app.tach -r 10000 --mode cpu --all-threads -- python -m mypkg.main
+  python -m tach run -o app.tach app.py        # the same, without the tach binary")]
     Record(RecordArgs),
-    /// The summary table of CPython's `replay --pstats`: self and total samples, share
-    /// and time per function (or line, or file); several files are summed.
+    /// The summary table of CPython's `replay --pstats` (several files are summed).
+    ///
+    /// Self and total samples, share and time per function, line or file.
+    #[command(after_help = "Examples:
+  tach top run.bin                                  # hottest functions by self time
+  tach top -l 20 --sort total --by line run.bin
+  tach top --status on-cpu --thread 1234 run.bin    # CPU time of one thread
+  tach top --per-file --format csv runs/*.bin > top.csv")]
     Top(TopArgs),
-    /// Compare the share of samples per function between a base and a new set of runs,
-    /// with a block-bootstrap noise estimate (docs/diff.md): `tach diff base.bin new.bin`
-    /// or `tach diff --base a1.bin a2.bin --new b1.bin b2.bin`.
+    /// Which functions' share of the samples changed between two sets of runs, beyond noise.
+    ///
+    /// Compares shares (not counts, so rates and durations may differ), with a
+    /// block-bootstrap noise estimate and Holm's correction (docs/diff.md).
+    #[command(after_help = "Examples:
+  tach diff before.bin after.bin
+  tach diff --base a1.bin a2.bin a3.bin --new b1.bin b2.bin b3.bin   # repeated runs
+  tach diff --flamegraph diff.svg --format json before.bin after.bin")]
     Diff(DiffArgs),
-    /// Turn the crash journal of a recording that died (OUT.tach.journal, left beside
-    /// OUT.tach by a killed or crashed process) into a TACH file.
+    /// Turn the crash journal of a recording that died into a TACH file.
+    ///
+    /// A recording killed or crashed leaves OUT.tach.journal beside OUT.tach.
+    #[command(after_help = "Examples:
+  tach recover app.tach.journal                    # writes app.tach
+  tach recover app.tach.journal -o salvaged.tach && tach top salvaged.tach")]
     Recover {
         journal: PathBuf,
         /// Where to write the TACH file (default: the journal's name without .journal).
