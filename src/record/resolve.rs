@@ -106,8 +106,9 @@ pub struct CodeInfo {
     pub frames: FastMap<(u32, u8), u32>,
 }
 
-/// Longest string accepted from a code object (a sanity bound, not a format limit).
-const MAX_STRING_BYTES: u64 = 16 << 20;
+/// Longest string accepted from a code object (a sanity bound, not a format limit:
+/// PATH_MAX for file names, far more than any qualified name).
+const MAX_STRING_BYTES: u64 = 4096;
 /// Largest location table or bytecode accepted.
 const MAX_TABLE_BYTES: u64 = 64 << 20;
 
@@ -141,23 +142,49 @@ pub fn read_unicode(
     };
     let mut raw = vec![0u8; (len * kind) as usize];
     mem.read(data, &mut raw)?;
-    Ok(match kind {
-        1 => raw.iter().map(|&b| b as char).collect(),
-        2 => {
-            let units: Vec<u16> = raw
-                .chunks_exact(2)
-                .map(|c| u16::from_ne_bytes([c[0], c[1]]))
-                .collect();
-            String::from_utf16_lossy(&units)
-        }
+    let points: Vec<u32> = match kind {
+        1 => raw.iter().map(|&b| u32::from(b)).collect(),
+        2 => raw
+            .chunks_exact(2)
+            .map(|c| u32::from(u16::from_ne_bytes([c[0], c[1]])))
+            .collect(),
         _ => raw
             .chunks_exact(4)
-            .map(|c| {
-                char::from_u32(u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-                    .unwrap_or(char::REPLACEMENT_CHARACTER)
-            })
+            .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
-    })
+    };
+    checked_text(&points, kind, ascii)
+}
+
+/// A name read from the target, checked before it is trusted: a `str` being built (an
+/// import compiling the code object) or freed reads as zeros or junk, and a name written
+/// to the file is in every export. CPython's own invariants are checked: no NUL, valid
+/// code points (a lone surrogate becomes U+FFFD), and the narrowest kind that holds them (ASCII strings
+/// are flagged so, a 2-byte string has a point above 0xFF, a 4-byte one above 0xFFFF).
+pub fn checked_text(points: &[u32], kind: u64, ascii: bool) -> Result<String, ReadError> {
+    let max = points.iter().copied().max().unwrap_or(0);
+    let narrowest = match max {
+        0..=0xFF => 1,
+        0x100..=0xFFFF => 2,
+        _ => 4,
+    };
+    if !points.is_empty() && (narrowest != kind || ascii != (max < 0x80)) {
+        return Err(ReadError::Invalid("str whose kind does not fit its text"));
+    }
+    let mut text = String::with_capacity(points.len());
+    for &p in points {
+        match p {
+            0 => return Err(ReadError::Invalid("str with a NUL")),
+            // A lone surrogate is a legal Python str (a file name decoded with
+            // surrogateescape) but not UTF-8, which the format stores: U+FFFD.
+            0xD800..=0xDFFF => text.push(char::REPLACEMENT_CHARACTER),
+            _ => match char::from_u32(p) {
+                Some(c) => text.push(c),
+                None => return Err(ReadError::Invalid("str with an invalid code point")),
+            },
+        }
+    }
+    Ok(text)
 }
 
 /// Reads a `bytes` object's contents.
@@ -278,6 +305,13 @@ fn resolve(
 ) -> Result<CodeInfo, ReadError> {
     let filename = read_unicode(mem, o, types, fp.filename)?;
     let qualname = read_unicode(mem, o, types, fp.qualname)?;
+    // A code object's fields against each other, before its name is trusted: a function
+    // has a name, and its first line is a line.
+    if qualname.is_empty() || fp.firstlineno < 0 {
+        return Err(ReadError::Invalid(
+            "code object with no name or a bad first line",
+        ));
+    }
     let linetable = read_bytes(mem, o, types, fp.linetable)?;
     let code_units = field_u64(header, o.var_ob_size).unwrap_or(0);
     if code_units == 0 || code_units > MAX_TABLE_BYTES / 2 {
@@ -457,5 +491,24 @@ mod tests {
         let code = [7, 0, 200, 0, 0xff, 0xff, 0xff, 0xff, 9, 0];
         let s = scan_instructions(&code, &t, &caches);
         assert_eq!(s, vec![(0, 7), (1, 100), (1, 100), (1, 100), (4, 9)]);
+    }
+
+    #[test]
+    fn names_read_from_the_target_are_checked() {
+        let pts = |t: &str| t.chars().map(u32::from).collect::<Vec<_>>();
+        assert_eq!(checked_text(&pts("main"), 1, true).unwrap(), "main");
+        assert_eq!(checked_text(&pts("héllo"), 1, false).unwrap(), "héllo");
+        assert_eq!(checked_text(&pts("π"), 2, false).unwrap(), "π");
+        assert_eq!(checked_text(&pts("😀x"), 4, false).unwrap(), "😀x");
+        // The name of a code object read while an import built it: eight NULs.
+        assert!(checked_text(&[0; 8], 1, true).is_err());
+        assert!(checked_text(&pts("a\0b"), 1, true).is_err());
+        // A lone surrogate (surrogateescape) reads as U+FFFD; a point past Unicode fails.
+        assert_eq!(checked_text(&[0xDC80, 0x101], 2, false).unwrap(), "\u{FFFD}ā");
+        assert!(checked_text(&[0x110000], 4, false).is_err());
+        // A kind or ASCII flag that does not fit the text: not a live str.
+        assert!(checked_text(&pts("main"), 2, false).is_err());
+        assert!(checked_text(&pts("main"), 1, false).is_err());
+        assert!(checked_text(&pts("héllo"), 1, true).is_err());
     }
 }
