@@ -30,10 +30,10 @@ the chroot, pass `--tach-path DIR` with a staged copy (see python/tests/chroot.s
 
 Examples:
     .venv/bin/python python/bench/accuracy.py
-    .venv/bin/python python/bench/accuracy.py --python "/work/shared/tools/cpython-chroot \
+    .venv/bin/python python/bench/accuracy.py --python "scripts/cpython-chroot \
         run -- python3.13" --tach-path .chroot-build/3.13
     .venv/bin/python python/bench/accuracy.py --reference cpython --python \
-        "/work/shared/tools/cpython-chroot run -- python3.15" --tach-path .chroot-build/3.15
+        "scripts/cpython-chroot run -- python3.15" --tach-path .chroot-build/3.15
 """
 
 import argparse
