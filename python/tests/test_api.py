@@ -532,6 +532,19 @@ def test_tach_cell_magic_in_a_real_notebook():
     assert int(count) > 100, out
     assert "fib" in top, out
 
+    def html_of(c):
+        return "".join(o.get("data", {}).get("text/html", "") for o in c.outputs)
+
+    # Profile.top(): a DataFrame, shown as a table, the hottest function in it.
+    table = html_of(nb.cells[5])
+    assert "<table" in table and "self_samples" in table and "fib" in table, nb.cells[5].outputs
+    # Profile.heatmap(): the page in a sandboxed iframe, its data inside.
+    page = html_of(nb.cells[6])
+    assert page.startswith("<iframe srcdoc=") and "heatmap-data" in page and "fib" in page
+    # tach.diff() of a recording against itself: a table where nothing changed.
+    d = html_of(nb.cells[7])
+    assert "no significant change" in d and "grew" not in d and "shrank" not in d, d[:2000]
+
 
 # --- Profile.top() and tach.diff() (docs/diff.md) ---
 DIFF = ROOT / "tests" / "data" / "diff"
