@@ -20,14 +20,16 @@ pub enum CliError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
+    Filter(#[from] crate::tach::filter::FilterError),
+    #[error(transparent)]
     Read(#[from] TachError),
     #[error(transparent)]
     Export(#[from] ExportError),
     #[cfg(feature = "query")]
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
-    #[error("{0}")]
-    Record(String),
+    #[error(transparent)]
+    Record(#[from] crate::record::cli::RecordCommandError),
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
     #[error(transparent)]
@@ -45,7 +47,8 @@ impl CliError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             _ if self.is_broken_pipe() => SUCCESS,
-            CliError::Usage(_) => USAGE,
+            CliError::Usage(_) | CliError::Filter(_) => USAGE,
+            CliError::Record(e) if e.is_usage() => USAGE,
             CliError::Report(crate::report::ReportError::Usage(_)) => USAGE,
             #[cfg(feature = "query")]
             CliError::Query(e) if e.is_usage() => USAGE,
@@ -286,8 +289,12 @@ struct FilterArgs {
 
 impl FilterArgs {
     fn build(&self) -> Result<SampleFilter, CliError> {
-        SampleFilter::from_options(&self.threads, self.start, self.end, &self.status)
-            .map_err(CliError::Usage)
+        Ok(SampleFilter::from_options(
+            &self.threads,
+            self.start,
+            self.end,
+            &self.status,
+        )?)
     }
 }
 
@@ -910,9 +917,9 @@ struct RecordArgs {
     /// Output file (default: tach_<pid>.tach).
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// Sampling rate in Hz (default 1000).
+    /// Samples per second (default 1000).
     #[arg(short, long)]
-    rate: Option<u64>,
+    rate: Option<f64>,
     /// What to keep: wall (default), cpu, gil or exception.
     #[arg(long, value_parser = ["wall", "cpu", "gil", "exception"])]
     mode: Option<String>,
@@ -946,7 +953,7 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
     rc.no_gc = args.no_gc;
     rc.compression = args.compression;
     rc.duration = args.duration;
-    let status = rc.run().map_err(CliError::Record)?;
+    let status = rc.run()?;
     // The program's own exit status is ours.
     Ok(match status.code() {
         Some(c) => c.clamp(0, 255) as u8,

@@ -32,7 +32,7 @@ mod python;
 pub mod query;
 
 pub use crate::tach::counts::{Chunking, GroupCount, Route, StackCounts};
-pub use crate::tach::filter::status;
+pub use crate::tach::filter::{status, FilterError};
 pub use crate::tach::index::{first_timestamp, StackTable, ThreadProfile};
 pub use crate::tach::journal::journal_path;
 pub use crate::tach::recover::{self, recover, RecoverError, Recovered};

@@ -111,7 +111,7 @@ pub(super) fn filter(
         end,
         &status.unwrap_or_default(),
     )
-    .map_err(TachError::new_err)
+    .map_err(|e| TachError::new_err(e.to_string()))
 }
 
 fn exporter(format: &str) -> PyResult<&'static dyn Exporter> {

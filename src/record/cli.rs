@@ -6,13 +6,37 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 
+/// Why `tach record` could not run the program.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordCommandError {
+    #[error("tach record needs a command: tach record -- python script.py")]
+    NoCommand,
+    #[error("tach record needs a script or -m module after the interpreter")]
+    NoScript,
+    #[error("the rate must be a positive number of samples per second, not {0}")]
+    BadRate(f64),
+    #[error("cannot run {program:?}: {source}")]
+    Spawn {
+        program: OsString,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RecordCommandError {
+    /// A command line that asks for something impossible, rather than a failure to run.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, RecordCommandError::Spawn { .. })
+    }
+}
+
 /// Options of `tach record`, mirroring `python -m tach run`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordCommand {
     /// Output file (`-o`); the Python side defaults to `tach_<pid>.tach`.
     pub output: Option<PathBuf>,
-    /// Sampling rate in Hz (`-r`).
-    pub rate: Option<u64>,
+    /// Sampling rate in Hz (`-r`), a float as `python -m tach run` takes it.
+    pub rate: Option<f64>,
     /// `wall`, `cpu`, `gil` or `exception`.
     pub mode: Option<String>,
     pub all_threads: bool,
@@ -43,13 +67,16 @@ impl RecordCommand {
     }
 
     /// The command to spawn: `PYTHON -m tach run OPTIONS -- REST`.
-    pub fn command(&self) -> Result<Command, String> {
+    pub fn command(&self) -> Result<Command, RecordCommandError> {
         let (python, rest) = self
             .argv
             .split_first()
-            .ok_or("tach record needs a command: tach record -- python script.py")?;
+            .ok_or(RecordCommandError::NoCommand)?;
         if rest.is_empty() {
-            return Err("tach record needs a script or -m module after the interpreter".into());
+            return Err(RecordCommandError::NoScript);
+        }
+        if let Some(r) = self.rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err(RecordCommandError::BadRate(r));
         }
         let mut cmd = Command::new(python);
         cmd.args(["-m", "tach", "run"]);
@@ -84,10 +111,12 @@ impl RecordCommand {
     }
 
     /// Runs the program and waits for it.
-    pub fn run(&self) -> Result<ExitStatus, String> {
+    pub fn run(&self) -> Result<ExitStatus, RecordCommandError> {
         let mut cmd = self.command()?;
-        cmd.status()
-            .map_err(|e| format!("cannot run {:?}: {e}", self.argv[0]))
+        cmd.status().map_err(|source| RecordCommandError::Spawn {
+            program: self.argv[0].clone(),
+            source,
+        })
     }
 }
 
@@ -99,7 +128,7 @@ mod tests {
     fn builds_the_python_command() {
         let mut rc = RecordCommand::new(vec!["python3".into(), "s.py".into(), "x".into()]);
         rc.output = Some("o.tach".into());
-        rc.rate = Some(100);
+        rc.rate = Some(100.0);
         rc.all_threads = true;
         let cmd = rc.command().unwrap();
         assert_eq!(cmd.get_program(), "python3");
@@ -111,6 +140,8 @@ mod tests {
             args,
             ["-m", "tach", "run", "-o", "o.tach", "-r", "100", "-a", "s.py", "x"]
         );
+        rc.rate = Some(0.0);
+        assert!(rc.command().unwrap_err().is_usage());
         assert!(RecordCommand::new(vec![]).command().is_err());
         assert!(RecordCommand::new(vec!["python3".into()])
             .command()

@@ -504,7 +504,10 @@ mod tests {
         assert!(checked_text(&[0; 8], 1, true).is_err());
         assert!(checked_text(&pts("a\0b"), 1, true).is_err());
         // A lone surrogate (surrogateescape) reads as U+FFFD; a point past Unicode fails.
-        assert_eq!(checked_text(&[0xDC80, 0x101], 2, false).unwrap(), "\u{FFFD}ā");
+        assert_eq!(
+            checked_text(&[0xDC80, 0x101], 2, false).unwrap(),
+            "\u{FFFD}ā"
+        );
         assert!(checked_text(&[0x110000], 4, false).is_err());
         // A kind or ASCII flag that does not fit the text: not a live str.
         assert!(checked_text(&pts("main"), 2, false).is_err());

@@ -77,6 +77,25 @@ pub mod status {
     };
 }
 
+/// Why a filter a user asked for cannot be built (a usage error in every front end).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FilterError {
+    #[error("the {what} time must be a number of seconds, not {value}")]
+    NotSeconds { what: &'static str, value: f64 },
+    #[error("the window {start} s to {end} s is empty: the end must come after the start")]
+    EmptyWindow { start: f64, end: f64 },
+    #[error("unknown status flag '{0}': use one of {names} (or no-FLAG)", names = status_names())]
+    UnknownStatus(String),
+}
+
+fn status_names() -> String {
+    status::NAMES
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Which samples to keep. The default keeps everything.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SampleFilter {
@@ -115,17 +134,15 @@ impl SampleFilter {
         start_s: Option<f64>,
         end_s: Option<f64>,
         status: &[S],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, FilterError> {
         for (what, v) in [("start", start_s), ("end", end_s)] {
-            if v.is_some_and(|v| !v.is_finite()) {
-                return Err(format!("the {what} time must be a number of seconds"));
+            if let Some(v) = v.filter(|v| !v.is_finite()) {
+                return Err(FilterError::NotSeconds { what, value: v });
             }
         }
-        if let (Some(s), Some(e)) = (start_s, end_s) {
-            if s >= e {
-                return Err(format!(
-                    "the window {s} s to {e} s is empty: the end must come after the start"
-                ));
+        if let (Some(start), Some(end)) = (start_s, end_s) {
+            if start >= end {
+                return Err(FilterError::EmptyWindow { start, end });
             }
         }
         let mut f = SampleFilter {
@@ -141,7 +158,7 @@ impl SampleFilter {
     }
 
     /// Adds a `--status` term: a flag name, or `no-` and a flag name.
-    pub fn add_status(&mut self, term: &str) -> Result<(), String> {
+    pub fn add_status(&mut self, term: &str) -> Result<(), FilterError> {
         let (negate, name) = match term.strip_prefix("no-") {
             Some(rest) => (true, rest),
             None => (false, term),
@@ -150,13 +167,7 @@ impl SampleFilter {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, b)| *b)
-            .ok_or_else(|| {
-                let names: Vec<_> = status::NAMES.iter().map(|(n, _)| *n).collect();
-                format!(
-                    "unknown status flag '{term}': use one of {} (or no-FLAG)",
-                    names.join(", ")
-                )
-            })?;
+            .ok_or_else(|| FilterError::UnknownStatus(term.to_string()))?;
         if negate {
             self.status_clear |= bit;
         } else {
@@ -230,7 +241,7 @@ mod tests {
             (None, None, vec!["hot"], "unknown status flag 'hot'"),
         ] {
             let e = SampleFilter::from_options(&[], start, end, &terms).unwrap_err();
-            assert!(e.contains(says), "{e}");
+            assert!(e.to_string().contains(says), "{e}");
         }
     }
 }
