@@ -337,12 +337,18 @@ def main():
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter under test, a command line (default: this one)")
+    ap.add_argument("--reference-rate", type=int, default=None,
+                    help="the reference's rate (default: --rate)")
+    ap.add_argument("--reference-seconds", type=float, default=None,
+                    help="how long the program runs under the reference (default: --seconds)")
     ap.add_argument("--reference", choices=["pyspy", "cpython"], default="pyspy")
     ap.add_argument("--tach-path", default=None,
                     help="a directory holding the tach package for --python")
     ap.add_argument("--lib", default=os.path.join(ROOT, ".venv-accuracy", "lib"))
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--keep", default=None, help="keep recordings in this directory")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse the reference's recordings already in --keep (tach runs again)")
     ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
 
@@ -368,7 +374,13 @@ def main():
             f.write(PROGRAMS[name] + DRIVER_TAIL)
         out = os.path.join(work_dir, name)
         ours_stacks, err, summary = run_tach(py, env, driver, args.seconds, args.rate, out)
-        ref_stacks = reference(py, env, driver, args.seconds, args.rate, out)
+        ref_file = out + {"pyspy": ".pyspy", "cpython": ".ref"}[args.reference]
+        if args.reuse and os.path.exists(ref_file):
+            parse = parse_pyspy if args.reference == "pyspy" else parse_collapsed
+            ref_stacks = parse(ref_file)
+        else:
+            ref_stacks = reference(py, env, driver, args.reference_seconds or args.seconds,
+                                   args.reference_rate or args.rate, out)
         rows, worst, n_ours, n_ref = compare(
             name, shares(ours_stacks, driver), shares(ref_stacks, driver), args.top)
         print(f"\n## {name}: tach {n_ours} samples in work, {err:.2f}% ticks with errors; "

@@ -1245,7 +1245,8 @@ impl Sampler {
                 header,
                 fp,
                 &self.opts.hidden_prefixes,
-                opcode_tables,
+                // Always, where there are any: 3.11's instruction starts (below).
+                self.target.opcodes.as_ref(),
             )?;
             let start = f.code.wrapping_add(o.code_adaptive);
             let index = (f.instr.wrapping_sub(start) as i64).div_euclid(2);
@@ -1262,8 +1263,17 @@ impl Sampler {
             }
             // The code unit at the instruction, when the bytecode was read with the header.
             let unit_byte = hsize + 2 * index as usize;
+            // 3.11: a caller's instruction pointer rests on the last cache entry of its
+            // call (CALL, or BINARY_SUBSCR calling a class's __getitem__), whose low byte
+            // is data (a function version...) and may equal RETURN_VALUE's opcode: only
+            // an instruction start can be a return instruction.
+            let at_instruction = entry
+                .instr_starts
+                .as_ref()
+                .and_then(|s| s.get(index as usize))
+                .is_none_or(|&(start, _)| i64::from(start) == index);
             let on_return = match o.return_opcodes {
-                Some(ops) if unit_byte < code_len => {
+                Some(ops) if at_instruction && unit_byte < code_len => {
                     ops.contains(&u16::from(self.header_buf[code_start + unit_byte]))
                 }
                 _ => false,
@@ -1745,6 +1755,17 @@ mod tests {
         o: Offsets,
         ticks: u64,
     ) -> (RecordStats, Vec<Vec<String>>) {
+        record_chain_with(frames, owner, o, ticks, None)
+    }
+
+    /// As `record_chain_owned`, with the target's opcode tables.
+    fn record_chain_with(
+        frames: &[(Option<u64>, u64, i32)],
+        owner: u8,
+        o: Offsets,
+        ticks: u64,
+        opcodes: Option<OpcodeTables>,
+    ) -> (RecordStats, Vec<Vec<String>>) {
         let (mut m, types, [ra, rb, rc, _]) = fake_interpreter();
         let interp = ra + 0x100;
         let ts = ra + 0x200;
@@ -1772,7 +1793,7 @@ mod tests {
             runtime: ra,
             types,
             pid: 100,
-            opcodes: None,
+            opcodes,
         };
         let dir = std::env::temp_dir().join(format!("tach-chain-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -1901,6 +1922,39 @@ mod tests {
         };
         let (_, stacks) = record_chain(&chain, o, 2);
         assert_eq!(stacks[1], names(&["func0", "func1"]));
+    }
+
+    #[test]
+    fn a_return_opcode_byte_in_a_callers_caches_is_not_a_return() {
+        // 3.11: a caller's instruction pointer rests on the last cache entry of its call,
+        // whose low byte (data: a function version) may equal RETURN_VALUE's opcode. With
+        // one cache entry after each instruction, unit 5 (0x53) is such an entry: the
+        // callees stay.
+        let chain = [
+            (Some(0), 2, -1),
+            (Some(1), 5, 4),
+            (Some(2), 5, 4),
+            (Some(3), 3, 4),
+        ];
+        let o = Offsets {
+            return_opcodes: Some([0x53, 0xFFFF]),
+            ..offsets()
+        };
+        let mut deopt = [0u8; 256];
+        for (i, d) in deopt.iter_mut().enumerate() {
+            *d = i as u8;
+        }
+        let mut caches = [0u8; 256];
+        caches[0x01] = 1;
+        let tables = OpcodeTables {
+            deopt,
+            caches: Some(caches),
+        };
+        let (stats, stacks) = record_chain_with(&chain, 0, o, 3, Some(tables));
+        assert_eq!(stats.dropped, 0);
+        for s in stacks {
+            assert_eq!(s, names(&["func0", "func1", "func2", "func3"]));
+        }
     }
 
     #[test]

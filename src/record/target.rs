@@ -157,6 +157,11 @@ pub fn this_process(
                 version.0, version.1
             )
         })?)
+    } else if version.1 == 11 {
+        // 3.11 without --opcodes still needs the cache sizes: a caller's instruction
+        // pointer rests in the caches of its call instruction, whose bytes may look like
+        // a return instruction (see `CodeInfo::instr_starts`).
+        opcode_tables(&mem, version)
     } else {
         None
     };
