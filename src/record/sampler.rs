@@ -161,6 +161,9 @@ pub struct Sampler {
     /// Per thread id: where its innermost frame was at the last sample, the guess that
     /// picks the pages of the next snapshot (3.11 would need a read to find it).
     last_frame: HashMap<u64, u64>,
+    /// Per thread id (3.11): the C frames of the eval loops it was last seen in, most
+    /// recent first.
+    cframes: HashMap<u64, [u64; MAX_SLOTS]>,
     seen_tids: HashSet<u64>,
     stats: RecordStats,
     /// The first error writing the file; sampling stops when set.
@@ -230,6 +233,9 @@ struct Window {
 
 /// 8-byte fields a snapshot reads after the stack, at most.
 const MAX_SNAPSHOT_FIELDS: usize = 2;
+/// Places the innermost-frame pointer may be that a snapshot reads, at most (3.11: the
+/// C frames of the eval loops the thread was last seen in).
+const MAX_SLOTS: usize = 4;
 
 impl Default for Window {
     fn default() -> Self {
@@ -238,9 +244,9 @@ impl Default for Window {
             base: 0,
             len: 0,
             buf: vec![0; max],
-            // Room for the pages, the two copies of the frame pointer of a snapshot and
-            // its fields.
-            scratch: vec![0; max + 16 + 8 * MAX_SNAPSHOT_FIELDS],
+            // Room for the pages, the C frame pointer, the frame pointer's slots and
+            // the fields of a snapshot.
+            scratch: vec![0; max + 8 * (1 + MAX_SLOTS + MAX_SNAPSHOT_FIELDS)],
             fields: Vec::with_capacity(MAX_SNAPSHOT_FIELDS),
             truncated: false,
             ranges: Vec::with_capacity(WINDOW_MAX_PAGES as usize),
@@ -307,21 +313,29 @@ impl Window {
 
     /// Reads, in one system call: the innermost-frame pointer at `slot`, the page that
     /// holds the frame at `guess`, the 8-byte `fields` (the thread's status, into
-    /// `self.fields`, `None` if unread), the pages below, and the pointer again. When
+    /// `self.fields`, `None` if unread) and the pages below. When
     /// the pointer lands in the pages, the innermost frames were copied right after it
     /// was read (the kernel copies the ranges in order), not a system call or two
     /// later, and the status belongs to the same moment: far fewer callees already gone
     /// and callers already past their call. The fields come right after the top page so
     /// that a lower page that cannot be read (the bottom of the data stack's mapping)
     /// stops the read after them, not before.
+    ///
+    /// 3.11 keeps the pointer in the running eval loop's C frame, which changes when
+    /// the thread resumes a generator or calls Python from C: `check` is where the
+    /// thread state points at its C frame, and the C frames the slots belong to. That
+    /// pointer is read first, and the slot of the C frame it names is taken; none of
+    /// them: [`Snapshot::Stale`] with the C frame, for a snapshot from its slot.
     fn snapshot(
         &mut self,
         mem: &dyn MemoryReader,
-        slot: u64,
+        slots: &[u64],
         guess: u64,
         fsize: usize,
         fields: &[u64],
+        check: Option<(u64, &[u64])>,
     ) -> Snapshot {
+        let slots = &slots[..slots.len().min(MAX_SLOTS)];
         self.len = 0;
         self.pages = self.pages.clamp(WINDOW_MIN_PAGES, WINDOW_MAX_PAGES);
         let page = PAGE as usize;
@@ -331,7 +345,10 @@ impl Window {
             .map_or(0, |end| end & !(PAGE - 1));
         let mut pages_asked = 0;
         self.ranges.clear();
-        self.ranges.push((slot, 8));
+        if let Some((addr, _)) = check {
+            self.ranges.push((addr, 8));
+        }
+        self.ranges.extend(slots.iter().map(|&slot| (slot, 8)));
         if top >= 2 * PAGE {
             self.ranges.push((top - PAGE, page));
             pages_asked = 1;
@@ -346,7 +363,6 @@ impl Window {
                 pages_asked += 1;
             }
         }
-        self.ranges.push((slot, 8));
         let n = mem.read_many(&self.ranges, &mut self.scratch);
         // Walk the ranges in order: those before the n-th were read in full.
         let (mut at, mut i) = (0usize, 0usize);
@@ -357,7 +373,12 @@ impl Window {
             i += 1;
             read.then_some(range)
         };
-        let first = next(8);
+        let current_cframe = check.map(|_| next(8).and_then(|r| field_u64(&self.scratch[r], 0)));
+        let mut pointers: [Option<std::ops::Range<usize>>; MAX_SLOTS] = Default::default();
+        for p in pointers.iter_mut().take(slots.len()) {
+            *p = next(8);
+        }
+        let mut first = pointers[0].clone();
         let top_page = (pages_asked > 0).then(|| next(page)).flatten();
         self.fields.clear();
         for _ in fields {
@@ -378,13 +399,21 @@ impl Window {
                 pages += 1;
             }
         }
-        let again = next(8).and_then(|r| field_u64(&self.scratch[r], 0));
+        if let (Some(current), Some((_, cframes))) = (current_cframe, check) {
+            let Some(current) = current else {
+                return Snapshot::Unreadable;
+            };
+            match cframes.iter().take(slots.len()).position(|&c| c == current) {
+                Some(k) => first = pointers[k].clone(),
+                None => return Snapshot::Stale(current),
+            }
+        }
         let Some(first) = first else {
             return Snapshot::Unreadable;
         };
         let pointer = field_u64(&self.scratch[first], 0).unwrap_or(0);
         if pointer == 0 {
-            return Snapshot::At(0, None);
+            return Snapshot::At(0);
         }
         self.assemble(top, &page_at[..pages]);
         self.truncated = pages < pages_asked;
@@ -393,7 +422,7 @@ impl Window {
             // out of it.
             return Snapshot::Moved(pointer);
         }
-        Snapshot::At(pointer, again.filter(|&p| p != pointer))
+        Snapshot::At(pointer)
     }
 }
 
@@ -433,13 +462,18 @@ impl ExceptionFields {
 /// What [`Window::snapshot`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Snapshot {
-    /// The innermost frame is here (0: the thread has none) and the window holds it;
-    /// the second address is the innermost frame once the pages were copied, if it
-    /// changed: when that is a frame of the chain, the thread had returned to it, and
-    /// the frames above it are gone.
-    At(u64, Option<u64>),
+    /// The innermost frame is here (0: the thread has none) and the window holds it.
+    /// The sample is the stack at the moment this pointer was read. (The pointer was
+    /// once read again after the pages, and the frames above the one it then named
+    /// trimmed as left: evidence from a later moment that only ever moves a sample from
+    /// a callee to its caller, never back, and took about a third of the time of short
+    /// calls; see docs/recorder.md.)
+    At(u64),
     /// The innermost frame is here, outside the pages read: read again there.
     Moved(u64),
+    /// 3.11: the thread runs in another eval loop's C frame (this one; 0: none) than
+    /// those whose slots were read.
+    Stale(u64),
     /// The frame pointer itself could not be read.
     Unreadable,
 }
@@ -529,6 +563,7 @@ impl Sampler {
             stack: Vec::with_capacity(MAX_STACK_DEPTH),
             proc_stat: HashMap::new(),
             last_frame: HashMap::new(),
+            cframes: HashMap::new(),
             seen_tids: HashSet::new(),
             stats,
             write_error: None,
@@ -854,6 +889,8 @@ impl Sampler {
             let may_retry = attempt < READ_ATTEMPTS;
             match self.read_stack(
                 o,
+                tstate,
+                tid,
                 slot,
                 &mut guess,
                 gc_at,
@@ -899,6 +936,98 @@ impl Sampler {
         Ok(())
     }
 
+    /// Whether the frame at `frame` (outside the pages read) belongs to a generator or
+    /// coroutine, by its owner byte read now.
+    fn is_generator_frame(&self, o: &Offsets, frame: u64) -> bool {
+        let mut owner = [0u8; 1];
+        self.target
+            .mem
+            .read(frame.wrapping_add(o.frame_owner), &mut owner)
+            .is_ok()
+            && owner[0] == FRAME_OWNED_BY_GENERATOR
+    }
+
+    /// A snapshot of the thread's innermost frames from the frame pointer at `slot`.
+    ///
+    /// 3.11: `slot` is in the C frame of the eval loop the thread ran when its state was
+    /// read, a system call earlier. A thread that resumed a generator or called Python
+    /// from C since then runs in another eval loop, and that slot still names the frame
+    /// that made the call: the sample would go to the caller, while a thread that came
+    /// back meanwhile leaves a dead C frame and a failed read. Both move time away from
+    /// generators and callbacks, never towards them. So the C frame pointer is read
+    /// again in the snapshot, with the slots of the C frames the thread was last seen
+    /// in, and the slot of the one current at that moment is used; a C frame not among
+    /// them takes one more snapshot from its own slot.
+    fn snapshot(
+        &mut self,
+        o: &Offsets,
+        tstate: u64,
+        tid: u64,
+        slot: u64,
+        guess: u64,
+        fields: &ExceptionFields,
+    ) -> Snapshot {
+        let fsize = o.frame_size as usize;
+        let mem = &*self.target.mem;
+        let Some(off) = o.cframe_current_frame else {
+            return self
+                .window
+                .snapshot(mem, &[slot], guess, fsize, fields.addrs(), None);
+        };
+        let cframe_at = tstate.wrapping_add(o.tstate_frame);
+        let read_cframe = slot.wrapping_sub(off);
+        let mut cframes = [0u64; MAX_SLOTS];
+        let mut slots = [0u64; MAX_SLOTS];
+        cframes[0] = read_cframe;
+        slots[0] = slot;
+        let mut n = 1;
+        for &seen in self.cframes.get(&tid).into_iter().flatten() {
+            if n < MAX_SLOTS && seen != 0 && !cframes[..n].contains(&seen) {
+                cframes[n] = seen;
+                slots[n] = seen.wrapping_add(off);
+                n += 1;
+            }
+        }
+        let mut snap = self.window.snapshot(
+            mem,
+            &slots[..n],
+            guess,
+            fsize,
+            fields.addrs(),
+            Some((cframe_at, &cframes[..n])),
+        );
+        let mut current = read_cframe;
+        if let Snapshot::Stale(c) = snap {
+            current = c;
+            snap = if c == 0 {
+                Snapshot::At(0)
+            } else {
+                self.window.snapshot(
+                    mem,
+                    &[c.wrapping_add(off)],
+                    guess,
+                    fsize,
+                    fields.addrs(),
+                    Some((cframe_at, &[c])),
+                )
+            };
+        }
+        // Most recent first: the C frame the thread state named, and the one current
+        // in the snapshot.
+        let seen = self.cframes.entry(tid).or_insert([0; MAX_SLOTS]);
+        for c in [read_cframe, current] {
+            if c != 0 && seen[0] != c {
+                if let Some(k) = seen.iter().position(|&s| s == c) {
+                    seen[..=k].rotate_right(1);
+                } else {
+                    seen.rotate_right(1);
+                    seen[0] = c;
+                }
+            }
+        }
+        snap
+    }
+
     /// Reads the thread's stack into `self.stack`: a snapshot of its innermost frames,
     /// the walk down the chain, the code objects. `guess` is where the innermost frame
     /// was last seen, updated when the snapshot finds it elsewhere.
@@ -906,6 +1035,8 @@ impl Sampler {
     fn read_stack(
         &mut self,
         o: &Offsets,
+        tstate: u64,
+        tid: u64,
         slot: Option<u64>,
         guess: &mut u64,
         gc_at: Option<u64>,
@@ -913,24 +1044,26 @@ impl Sampler {
         fields: &ExceptionFields,
         may_retry: bool,
     ) -> Result<(), ReadError> {
-        let fsize = o.frame_size as usize;
-        let (frame, returned_to) = match slot {
+        let frame = match slot {
             None => {
                 self.window.clear();
-                (0, None)
+                0
             }
             Some(slot) => {
                 self.window.pages = self.stack_pages;
-                match self
-                    .window
-                    .snapshot(&*self.target.mem, slot, *guess, fsize, fields.addrs())
-                {
-                    Snapshot::At(frame, later) => {
+                match self.snapshot(o, tstate, tid, slot, *guess, fields) {
+                    Snapshot::At(frame) => {
                         if frame != 0 {
                             *guess = frame;
                         }
-                        (frame, later)
+                        frame
                     }
+                    // A generator's or coroutine's frame lives in its object, not in
+                    // the data stack, so pages read there would not hold its callers,
+                    // and taking the read again picks a later moment, one where the
+                    // thread is more likely out of the generator: walk from it here,
+                    // its frame read alone, its callers from the pages read.
+                    Snapshot::Moved(frame) if self.is_generator_frame(o, frame) => frame,
                     Snapshot::Moved(frame) => {
                         if frame == *guess {
                             // The frame straddles the pages read: take more next time.
@@ -944,10 +1077,15 @@ impl Sampler {
                     Snapshot::Unreadable => {
                         return Err(ReadError::Invalid("frame pointer unreadable"));
                     }
+                    Snapshot::Stale(_) => {
+                        return Err(ReadError::Invalid(
+                            "the thread changed eval loops during the read",
+                        ));
+                    }
                 }
             }
         };
-        let complete = self.walk(o, frame, returned_to, gc_at, may_retry)?;
+        let complete = self.walk(o, frame, gc_at, may_retry)?;
         let base = o
             .tstate_base_frame
             .and_then(|off| field_u64(&self.tstate_buf, off))
@@ -983,7 +1121,6 @@ impl Sampler {
         &mut self,
         o: &Offsets,
         mut frame: u64,
-        returned_to: Option<u64>,
         gc_frame: Option<u64>,
         may_retry: bool,
     ) -> Result<Option<u64>, ReadError> {
@@ -1000,10 +1137,6 @@ impl Sampler {
         let mut callee_python = false;
         while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
             last = frame;
-            if returned_to == Some(frame) {
-                // The thread had returned to this frame by the end of the snapshot.
-                self.raw.retain(|f| f.code == GC_MARK);
-            }
             if gc_frame == Some(frame) {
                 self.raw.push(RawFrame {
                     code: GC_MARK,
@@ -1839,8 +1972,8 @@ mod tests {
             pages: 4,
             ..Window::default()
         };
-        let got = w.snapshot(&m, ts + 24, frame, 64, &[ts + 40, ts + 48]);
-        assert_eq!(got, Snapshot::At(frame, None));
+        let got = w.snapshot(&m, &[ts + 24], frame, 64, &[ts + 40, ts + 48], None);
+        assert_eq!(got, Snapshot::At(frame));
         assert_eq!(w.fields, [Some(7), Some(9)]);
         // The two mapped pages were read, in address order; the read stopped below.
         assert_eq!(
@@ -1849,7 +1982,7 @@ mod tests {
         );
         assert!(w.get(frame, 64).is_some());
         // A guess in another page: the pointer is reported where it is.
-        let got = w.snapshot(&m, ts + 24, stack + 8, 64, &[]);
+        let got = w.snapshot(&m, &[ts + 24], stack + 8, 64, &[], None);
         assert_eq!(got, Snapshot::Moved(frame));
     }
 
