@@ -197,8 +197,9 @@ def frame_key(file, func):
     return (os.path.basename(file), func)
 
 
-def parse_pyspy(path):
-    """py-spy raw: `func (file);func (file) count`, root first."""
+def read_folded(path, frame_of, skip=0):
+    """Folded stacks `frame;frame;... count`, root first: frame tuple -> count, each
+    part after the first `skip` turned into a frame key by `frame_of`."""
     stacks = Counter()
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -206,33 +207,26 @@ def parse_pyspy(path):
             if not line:
                 continue
             text, _, count = line.rpartition(" ")
-            frames = []
-            for part in text.split(";"):
-                m = re.match(r"^(.*) \((.*)\)$", part)
-                if m:
-                    frames.append(frame_key(m.group(2), m.group(1)))
-                else:
-                    frames.append(("", part))
+            frames = [frame_of(part) for part in text.split(";")[skip:]]
             stacks[tuple(frames)] += int(count)
     return stacks
+
+
+def parse_pyspy(path):
+    """py-spy raw: `func (file);func (file) count`, root first."""
+    def frame_of(part):
+        m = re.match(r"^(.*) \((.*)\)$", part)
+        return frame_key(m.group(2), m.group(1)) if m else ("", part)
+    return read_folded(path, frame_of)
 
 
 def parse_collapsed(path):
     """CPython's collapsed stacks (also tach's): `tid:N;file:func:line;... count`."""
-    stacks = Counter()
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            text, _, count = line.rpartition(" ")
-            frames = []
-            for part in text.split(";")[1:]:
-                file, sep, rest = part.partition(":")
-                func, _, _lineno = rest.rpartition(":")
-                frames.append(frame_key(file, func) if sep else ("", part))
-            stacks[tuple(frames)] += int(count)
-    return stacks
+    def frame_of(part):
+        file, sep, rest = part.partition(":")
+        func, _, _lineno = rest.rpartition(":")
+        return frame_key(file, func) if sep else ("", part)
+    return read_folded(path, frame_of, skip=1)  # the first part is `tid:N`
 
 
 def shares(stacks, driver):

@@ -2027,20 +2027,26 @@ mod tests {
         assert_eq!(stacks[0], names(&["func0", "func1", "func2", "func3"]));
     }
 
+    /// func2 (and func1) on unit 5, whose byte is RETURN_VALUE's (0x53), with callees
+    /// above them.
+    const ON_UNIT_5: [(Option<u64>, u64, i32); 4] = [
+        (Some(0), 2, -1),
+        (Some(1), 5, 4),
+        (Some(2), 5, 4),
+        (Some(3), 3, 4),
+    ];
+
+    fn with_return_opcodes() -> Offsets {
+        Offsets {
+            return_opcodes: Some([0x53, 0xFFFF]),
+            ..offsets()
+        }
+    }
+
     #[test]
     fn frames_above_a_returning_frame_are_gone() {
         // func2 is on its return instruction (unit 5) with callees above it.
-        let chain = [
-            (Some(0), 2, -1),
-            (Some(1), 5, 4),
-            (Some(2), 5, 4),
-            (Some(3), 3, 4),
-        ];
-        let o = Offsets {
-            return_opcodes: Some([0x53, 0xFFFF]),
-            ..offsets()
-        };
-        let (stats, stacks) = record_chain(&chain, o, 3);
+        let (stats, stacks) = record_chain(&ON_UNIT_5, with_return_opcodes(), 3);
         assert_eq!(stats.dropped, 0);
         // The first sample learns the code objects' sizes; from the second, their
         // bytecode is read with their headers and the check applies.
@@ -2049,11 +2055,7 @@ mod tests {
         assert_eq!(stacks[2], names(&["func2", "func3"]));
         // The innermost frame on its return instruction is simply returning.
         let chain = [(Some(0), 5, -1), (Some(1), 3, 4)];
-        let o = Offsets {
-            return_opcodes: Some([0x53, 0xFFFF]),
-            ..offsets()
-        };
-        let (_, stacks) = record_chain(&chain, o, 2);
+        let (_, stacks) = record_chain(&chain, with_return_opcodes(), 2);
         assert_eq!(stacks[1], names(&["func0", "func1"]));
     }
 
@@ -2063,16 +2065,6 @@ mod tests {
         // whose low byte (data: a function version) may equal RETURN_VALUE's opcode. With
         // one cache entry after each instruction, unit 5 (0x53) is such an entry: the
         // callees stay.
-        let chain = [
-            (Some(0), 2, -1),
-            (Some(1), 5, 4),
-            (Some(2), 5, 4),
-            (Some(3), 3, 4),
-        ];
-        let o = Offsets {
-            return_opcodes: Some([0x53, 0xFFFF]),
-            ..offsets()
-        };
         let mut deopt = [0u8; 256];
         for (i, d) in deopt.iter_mut().enumerate() {
             *d = i as u8;
@@ -2083,7 +2075,8 @@ mod tests {
             deopt,
             caches: Some(caches),
         };
-        let (stats, stacks) = record_chain_with(&chain, 0, o, 3, Some(tables));
+        let (stats, stacks) =
+            record_chain_with(&ON_UNIT_5, 0, with_return_opcodes(), 3, Some(tables));
         assert_eq!(stats.dropped, 0);
         for s in stacks {
             assert_eq!(s, names(&["func0", "func1", "func2", "func3"]));
