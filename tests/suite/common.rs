@@ -101,3 +101,30 @@ pub fn cpython_chroot() -> Option<PathBuf> {
         ),
     }
 }
+
+/// Runs CPython 3.15's `profiling.sampling replay FLAG -o OUT INPUT` in the chroot
+/// (`tool`, from [`cpython_chroot`]) from `cwd` and asserts that it succeeded.
+pub fn cpython_replay(tool: &Path, flag: &str, out: &Path, input: &Path, cwd: &Path) {
+    let status = std::process::Command::new(tool)
+        .args([
+            "run",
+            "--",
+            "python3.15",
+            "-m",
+            "profiling.sampling",
+            "replay",
+            flag,
+            "-o",
+        ])
+        .arg(out)
+        .arg(input)
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "CPython's replay {flag} rejected {}",
+        input.display()
+    );
+}

@@ -292,24 +292,7 @@ fn heatmap_counts_equal_cpython_heatmap() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let bin = workload();
-    let status = Command::new(&tool)
-        .args([
-            "run",
-            "--",
-            "python3.15",
-            "-m",
-            "profiling.sampling",
-            "replay",
-            "--heatmap",
-            "-o",
-        ])
-        .arg(dir.join("cpython"))
-        .arg(&bin)
-        .current_dir(manifest)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "CPython's replay --heatmap failed");
+    crate::common::cpython_replay(&tool, "--heatmap", &dir.join("cpython"), &bin, manifest);
     let ours_path = dir.join("ours.html");
     let status = Command::new(&tool)
         .args(["run", "--"])

@@ -3,7 +3,6 @@
 //! (`scripts/cpython-chroot`); skipped loudly when it cannot run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::*;
 use tach::export;
@@ -92,27 +91,7 @@ fn replay_collapsed(tool: &Path, dir: &Path, input: &Path) -> String {
         "{}.cpython.collapsed.txt",
         input.file_name().unwrap().to_string_lossy()
     ));
-    let status = Command::new(tool)
-        .args([
-            "run",
-            "--",
-            "python3.15",
-            "-m",
-            "profiling.sampling",
-            "replay",
-            "--collapsed",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(input)
-        .current_dir(dir)
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "CPython's replay rejected {}",
-        input.display()
-    );
+    crate::common::cpython_replay(tool, "--collapsed", &out, input, dir);
     std::fs::read_to_string(out).unwrap()
 }
 
