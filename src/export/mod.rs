@@ -16,6 +16,7 @@ mod jsonl;
 mod marshal;
 #[cfg(feature = "query")]
 mod parquet;
+mod pprof;
 mod pstats;
 mod pyjson;
 pub(crate) mod render;
@@ -168,6 +169,7 @@ pub static REGISTRY: &[&dyn Exporter] = &[
     &speedscope::Speedscope,
     &flamegraph::Flamegraph,
     &heatmap::Heatmap,
+    &pprof::Pprof,
     #[cfg(feature = "query")]
     &parquet::Parquet,
 ];

@@ -1,0 +1,270 @@
+//! pprof (`profile.proto`, gzip-compressed), as read by `go tool pprof`, Pyroscope and
+//! speedscope.
+//!
+//! Content: two sample types, `samples/count` and `<mode>/nanoseconds` where `<mode>` is
+//! the recording's mode (`cpu`, `gil`, or `wall` for every other mode); each sample's
+//! time is its count times the sampling interval, which is also `period` (with
+//! `period_type` the time type). `duration_nanos` spans the kept samples' first to last
+//! timestamp plus one interval. `time_nanos` is left unset: TACH's start time is a
+//! monotonic clock reading, not a time since the epoch.
+//!
+//! One `Function` per distinct (name, filename), one `Location` per distinct (function,
+//! line); TACH records no first line of a function, so `start_line` stays 0. Frames
+//! CPython's collectors drop (the profiler's `_sync_coordinator`) are left out, as in
+//! `collapsed`. Each `Sample` is one distinct (stack, thread, interpreter, status byte)
+//! with its summed count, labelled with the numeric `thread_id` (and `interpreter_id`
+//! when not 0) and one string label per status flag (`has_gil`, `on_cpu`,
+//! `gil_requested`, `has_exception`, `main_thread`, `unknown`: `"true"`/`"false"`; the
+//! underscore spellings because Pyroscope label names cannot hold `-`).
+//!
+//! Order is deterministic: tables in first-use order of the file's samples, samples by
+//! first appearance. Memory grows with distinct (stack, thread, status) keys and frames.
+
+mod proto;
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use flate2::write::GzEncoder;
+use prost::Message;
+
+use super::render::{is_internal, lineno};
+use super::{write_error, ExportError, ExportInput, Exporter, Result};
+use crate::tach::filter::status;
+use crate::tach::index::StackTable;
+use crate::tach::ProfilingMode;
+
+pub struct Pprof;
+
+impl Exporter for Pprof {
+    fn name(&self) -> &'static str {
+        "pprof"
+    }
+    fn description(&self) -> &'static str {
+        "pprof profile.proto (gzip): samples and time per stack, thread and status labels"
+    }
+    fn extension(&self) -> &'static str {
+        ".pb.gz"
+    }
+    fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
+        let profile = build(input)?;
+        let bytes = profile.encode_to_vec();
+        // flate2 writes a zero mtime and no name in the gzip header: deterministic.
+        let mut gz = GzEncoder::new(out, flate2::Compression::default());
+        gz.write_all(&bytes).map_err(write_error("output"))?;
+        gz.finish().map_err(write_error("output"))?;
+        Ok(())
+    }
+}
+
+/// The profile's string table: index 0 is "" as pprof requires.
+struct Strings {
+    table: Vec<String>,
+    ids: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        Strings {
+            table: vec![String::new()],
+            ids: HashMap::from([(String::new(), 0)]),
+        }
+    }
+    fn id(&mut self, s: &str) -> i64 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.table.len() as i64;
+        self.table.push(s.to_owned());
+        self.ids.insert(s.to_owned(), id);
+        id
+    }
+}
+
+/// Aggregation key: (stack id, thread id, interpreter id, status byte).
+type Key = (u32, u64, u32, u8);
+
+/// The sample-time value type for the recording's mode.
+fn time_type(mode: ProfilingMode) -> &'static str {
+    match mode {
+        ProfilingMode::Cpu => "cpu",
+        ProfilingMode::Gil => "gil",
+        _ => "wall",
+    }
+}
+
+fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
+    let file = input.file;
+    let origin = if input.filter.needs_origin() {
+        input.origin_us()?.unwrap_or(0)
+    } else {
+        0
+    };
+    let bound = input.filter.bind(origin);
+    let interval_ns = file.header().sample_interval_us.saturating_mul(1000);
+
+    // One pass: count each distinct key, in first-seen order. A thread's cached stack
+    // id is dropped on every sample whose stack changed, kept or not.
+    let mut stacks = StackTable::default();
+    let mut slot_stack: Vec<Option<u32>> = Vec::new();
+    let mut counts: HashMap<Key, usize> = HashMap::new();
+    let mut keys: Vec<(Key, u64)> = Vec::new();
+    let mut span: Option<(u64, u64)> = None;
+    let mut stream = file.samples();
+    while let Some(s) = stream.next_sample()? {
+        let i = s.thread as usize;
+        if i >= slot_stack.len() {
+            slot_stack.resize(i + 1, None);
+        }
+        if s.stack_changed {
+            slot_stack[i] = None;
+        }
+        if !bound.keep(&s) {
+            continue;
+        }
+        let stack = *slot_stack[i].get_or_insert_with(|| stacks.intern(s.stack));
+        span = Some(span.map_or((s.timestamp_us, s.timestamp_us), |(a, b)| {
+            (a.min(s.timestamp_us), b.max(s.timestamp_us))
+        }));
+        let key = (stack, s.thread_id, s.interpreter_id, s.status);
+        let n = keys.len();
+        let at = *counts.entry(key).or_insert(n);
+        if at == n {
+            keys.push((key, 0));
+        }
+        keys[at].1 += 1;
+    }
+
+    let mut strings = Strings::new();
+    let time = strings.id(time_type(file.header().config.mode));
+    let nanoseconds = strings.id("nanoseconds");
+    let samples_type = proto::ValueType {
+        r#type: strings.id("samples"),
+        unit: strings.id("count"),
+    };
+    let time_type = proto::ValueType {
+        r#type: time,
+        unit: nanoseconds,
+    };
+    let thread_key = strings.id("thread_id");
+    let interpreter_key = strings.id("interpreter_id");
+    let flag_keys: Vec<(u8, i64)> = status::FLAGS
+        .iter()
+        .map(|f| (f.bit, strings.id(f.column)))
+        .collect();
+    let (yes, no) = (strings.id("true"), strings.id("false"));
+
+    // Frames to locations, assigned as stacks first use them; 0 marks a dropped frame.
+    const UNSEEN: u64 = u64::MAX;
+    let frame_count = file.frames().len();
+    let mut frame_location: Vec<u64> = vec![UNSEEN; frame_count];
+    let mut function_ids: HashMap<(i64, i64), u64> = HashMap::new();
+    let mut location_ids: HashMap<(u64, i64), u64> = HashMap::new();
+    let mut functions: Vec<proto::Function> = Vec::new();
+    let mut locations: Vec<proto::Location> = Vec::new();
+    let mut stack_locations: Vec<Option<Vec<u64>>> = vec![None; stacks.len()];
+
+    let mut samples = Vec::with_capacity(keys.len());
+    for &((stack, thread_id, interpreter_id, status_byte), count) in &keys {
+        let ids = match &stack_locations[stack as usize] {
+            Some(ids) => ids.clone(),
+            None => {
+                let mut ids = Vec::with_capacity(stacks.get(stack).len());
+                for &f in stacks.get(stack) {
+                    let slot = frame_location.get_mut(f as usize).ok_or_else(|| {
+                        ExportError::Unsupported(format!(
+                            "{}: stack refers to frame {f}, beyond the frame table of {frame_count}",
+                            file.path().display()
+                        ))
+                    })?;
+                    if *slot == UNSEEN {
+                        *slot = if is_internal(file, f) {
+                            0
+                        } else {
+                            let name = strings.id(file.funcname(f));
+                            let filename = strings.id(file.filename(f));
+                            let function =
+                                *function_ids.entry((name, filename)).or_insert_with(|| {
+                                    let id = functions.len() as u64 + 1;
+                                    functions.push(proto::Function {
+                                        id,
+                                        name,
+                                        system_name: name,
+                                        filename,
+                                        start_line: 0,
+                                    });
+                                    id
+                                });
+                            let line = i64::from(lineno(file, f));
+                            *location_ids.entry((function, line)).or_insert_with(|| {
+                                let id = locations.len() as u64 + 1;
+                                locations.push(proto::Location {
+                                    id,
+                                    line: vec![proto::Line {
+                                        function_id: function,
+                                        line,
+                                        column: 0,
+                                    }],
+                                    ..Default::default()
+                                });
+                                id
+                            })
+                        };
+                    }
+                    if *slot != 0 {
+                        ids.push(*slot);
+                    }
+                }
+                stack_locations[stack as usize] = Some(ids.clone());
+                ids
+            }
+        };
+        let mut label = Vec::with_capacity(2 + flag_keys.len());
+        label.push(proto::Label {
+            key: thread_key,
+            num: thread_id as i64,
+            ..Default::default()
+        });
+        if interpreter_id != 0 {
+            label.push(proto::Label {
+                key: interpreter_key,
+                num: i64::from(interpreter_id),
+                ..Default::default()
+            });
+        }
+        for &(bit, key) in &flag_keys {
+            label.push(proto::Label {
+                key,
+                str: if status_byte & bit != 0 { yes } else { no },
+                ..Default::default()
+            });
+        }
+        samples.push(proto::Sample {
+            location_id: ids,
+            value: vec![count as i64, (count.saturating_mul(interval_ns)) as i64],
+            label,
+        });
+    }
+
+    let duration_ns = span.map_or(0, |(a, b)| {
+        (b - a).saturating_mul(1000).saturating_add(interval_ns)
+    });
+    let comment = strings.id(&format!(
+        "tach {}: {}",
+        env!("CARGO_PKG_VERSION"),
+        input.title()
+    ));
+    Ok(proto::Profile {
+        sample_type: vec![samples_type, time_type.clone()],
+        sample: samples,
+        location: locations,
+        function: functions,
+        string_table: strings.table,
+        time_nanos: 0,
+        duration_nanos: duration_ns as i64,
+        period_type: Some(time_type),
+        period: interval_ns as i64,
+        comment: vec![comment],
+        default_sample_type: time,
+    })
+}
