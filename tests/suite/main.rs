@@ -13,6 +13,7 @@ mod export_viz;
 mod golden;
 mod heatmap;
 mod interop;
+mod pprof;
 #[cfg(feature = "query")]
 mod query;
 mod recover;

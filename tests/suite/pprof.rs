@@ -1,0 +1,289 @@
+//! `tach export --pprof` read back by an independent decoder, `go tool pprof` (Debian's
+//! golang-go; installed with apt-get when missing, else the tests skip loudly), and
+//! checked against CPython's own outputs in the golden corpus.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common;
+
+/// `go`, installing golang-go first if it is missing; `None` after a loud skip.
+fn go() -> Option<&'static str> {
+    let works = || {
+        Command::new("go")
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !works() {
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "golang-go"])
+            .output();
+    }
+    if !works() {
+        let _ = Command::new("sh")
+            .args(["-c", "apt-get update && apt-get install -y golang-go"])
+            .output();
+    }
+    if works() {
+        Some("go")
+    } else {
+        common::skip("pprof: `go` is missing and apt-get could not install golang-go; go tool pprof checks not run");
+        None
+    }
+}
+
+fn export(bin: &Path, out: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_tach"))
+        .args(["export", "--pprof", "-o"])
+        .arg(out)
+        .arg(bin)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}: {}",
+        bin.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn pprof(go: &str, args: &[&str], file: &Path) -> String {
+    let o = Command::new(go)
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "go tool pprof {args:?} {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn tmp(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(format!("{name}.pb.gz"))
+}
+
+/// Per `basename:line(function)`, as CPython's pstats text keys its rows: (direct
+/// samples, cumulative samples).
+type Table = BTreeMap<String, (u64, u64)>;
+
+/// The rows of CPython's `replay --pstats` text output.
+fn pstats_table(text: &str) -> Table {
+    let mut rows = Table::new();
+    let mut on = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("nsamples") {
+            on = true;
+            continue;
+        }
+        if !on {
+            continue;
+        }
+        if line.trim().is_empty() {
+            break;
+        }
+        let first = line.split_whitespace().next().unwrap();
+        let (direct, cum) = first.split_once('/').unwrap();
+        // The location is everything after the five numeric columns.
+        let key = after_fields(line, 5).to_string();
+        let old = rows.insert(key.clone(), (direct.parse().unwrap(), cum.parse().unwrap()));
+        assert!(old.is_none(), "pstats row {key} twice");
+    }
+    rows
+}
+
+/// `line` after its first `n` whitespace-separated fields.
+fn after_fields(line: &str, n: usize) -> &str {
+    let mut rest = line.trim_start();
+    for _ in 0..n {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        rest = rest[end..].trim_start();
+    }
+    rest
+}
+
+/// The same table computed from go tool pprof's decoding (`-raw`): its samples (counts
+/// and location ids, leaf first) and its locations (`ID: 0x0 M=1 NAME PATH:LINE s=0`,
+/// with `(FULLNAME)` after `s=0` when pprof shortened the name, as it does `<module>`).
+/// A sample counts once towards each distinct key on its stack, as pstats counts.
+fn pprof_raw_table(raw: &str) -> Table {
+    let mut samples: Vec<(u64, Vec<u64>)> = Vec::new();
+    let mut keys: BTreeMap<u64, String> = BTreeMap::new();
+    let mut section = "";
+    for line in raw.lines() {
+        match line.trim_end() {
+            "Samples:" | "Locations" | "Mappings" => {
+                section = line.trim_end();
+                continue;
+            }
+            _ => {}
+        }
+        if section == "Samples:" {
+            let Some((values, ids)) = line.split_once(':') else {
+                continue;
+            };
+            let values: Vec<&str> = values.split_whitespace().collect();
+            let Ok(count) = values
+                .first()
+                .map_or(Err(()), |v| v.parse::<u64>().map_err(|_| ()))
+            else {
+                continue;
+            };
+            if values.len() != 2 {
+                continue;
+            }
+            let ids = ids.split_whitespace().map(|i| i.parse().unwrap()).collect();
+            samples.push((count, ids));
+        } else if section == "Locations" {
+            let (id, rest) = line.trim_start().split_once(": 0x0 M=1 ").unwrap();
+            let (head, tail) = rest.rsplit_once(" s=").unwrap();
+            let full = tail
+                .split_once('(')
+                .map(|(_, f)| f.strip_suffix(')').unwrap());
+            let (loc, lineno) = head.rsplit_once(':').unwrap();
+            // `NAME PATH`: names may hold spaces (`<generic parameters of X>`), paths
+            // start with `/` except CPython's `<frozen ...>` and `~`, whose names have none.
+            let (shown, path) = if let Some(i) = loc.find(" /") {
+                (&loc[..i], &loc[i + 1..])
+            } else if let Some(path) = loc.strip_prefix(' ') {
+                ("", path)
+            } else {
+                loc.split_once(' ').unwrap_or(("", loc))
+            };
+            let name = full.unwrap_or(shown);
+            let base = path.rsplit('/').next().unwrap();
+            keys.insert(id.parse().unwrap(), format!("{base}:{lineno}({name})"));
+        }
+    }
+    let mut table = Table::new();
+    for (count, ids) in samples {
+        let stack: Vec<&String> = ids.iter().map(|i| &keys[i]).collect();
+        if let Some(leaf) = stack.first() {
+            table.entry((*leaf).clone()).or_default().0 += count;
+        }
+        let distinct: std::collections::BTreeSet<&String> = stack.into_iter().collect();
+        for k in distinct {
+            table.entry(k.clone()).or_default().1 += count;
+        }
+    }
+    table
+}
+
+#[test]
+fn go_pprof_per_line_flat_and_cum_equal_cpython_pstats() {
+    let Some(go) = go() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for bin in common::golden_bins() {
+        let name = common::name(&bin);
+        let Some(pstats) = common::golden_sibling(&bin, ".pstats.txt") else {
+            continue;
+        };
+        let want = pstats_table(&String::from_utf8_lossy(&pstats));
+        let out = tmp(&dir, &name);
+        export(&bin, &out);
+        let got = pprof_raw_table(&pprof(go, &["-raw"], &out));
+        assert_eq!(
+            got, want,
+            "{name}: direct/cumulative samples per basename:line(function), go tool pprof -raw vs CPython pstats"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 10, "only {compared} golden files compared");
+}
+
+/// `-tags` with counts: label key -> value -> samples.
+fn tags(text: &str) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut key = String::new();
+    for line in text.lines() {
+        if let Some((k, _)) = line.trim().split_once(": Total") {
+            key = k.to_string();
+            out.entry(key.clone()).or_default();
+        } else if let Some((count, value)) = line.trim().split_once(' ') {
+            let value = value.rsplit_once("): ").map(|(_, v)| v).unwrap_or(value);
+            let n: f64 = count
+                .parse()
+                .unwrap_or_else(|_| panic!("count in {line:?}"));
+            *out.get_mut(&key)
+                .unwrap()
+                .entry(value.to_string())
+                .or_default() += n as u64;
+        }
+    }
+    out
+}
+
+#[test]
+fn go_pprof_tags_carry_thread_ids_and_statuses() {
+    let Some(go) = go() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, mode, all_true) in [
+        ("threads_mixed", "wall", None),
+        ("threads_mixed_cpu", "cpu", Some("on_cpu")),
+        ("threads_mixed_gil", "gil", Some("has_gil")),
+    ] {
+        let bin = common::golden_path(&format!("{name}.bin"));
+        let out = tmp(&dir, name);
+        export(&bin, &out);
+        let t = tags(&pprof(go, &["-tags", "-sample_index=samples"], &out));
+        // Per-thread samples as CPython's collapsed output counts them.
+        let collapsed = String::from_utf8(common::golden_output(name, ".collapsed.txt")).unwrap();
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        for line in collapsed.lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            let tid = stack
+                .split(';')
+                .next()
+                .unwrap()
+                .strip_prefix("tid:")
+                .unwrap();
+            *want.entry(tid.to_string()).or_default() += n.parse::<u64>().unwrap();
+        }
+        assert_eq!(
+            t["thread_id"], want,
+            "{name}: thread_id tags vs CPython collapsed"
+        );
+        let total: u64 = want.values().sum();
+        for flag in tach::status::FLAGS {
+            let got = &t[flag.column];
+            assert_eq!(got.values().sum::<u64>(), total, "{name}: {}", flag.column);
+            assert!(
+                got.keys().all(|k| k == "true" || k == "false"),
+                "{name}: {got:?}"
+            );
+        }
+        // CPython's cpu and gil modes record only on-CPU / GIL-holding samples.
+        if let Some(flag) = all_true {
+            assert_eq!(t[flag].get("true"), Some(&total), "{name}: {flag}");
+        } else {
+            assert!(
+                t["has_gil"].len() == 2,
+                "{name}: wall mode mixes GIL states"
+            );
+        }
+        let top = pprof(go, &["-top", "-nodecount=1"], &out);
+        assert!(top.contains(&format!("Type: {mode}")), "{name}: {top}");
+    }
+}
+
+#[test]
+fn pprof_output_is_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["threads_mixed", "stdlib_tests_large", "synthetic_empty"] {
+        let bin = common::golden_path(&format!("{name}.bin"));
+        let a = dir.path().join("a.pb.gz");
+        let b = dir.path().join("b.pb.gz");
+        export(&bin, &a);
+        export(&bin, &b);
+        let (a, b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "{name}: two exports differ");
+    }
+}
