@@ -71,6 +71,13 @@ for name in cpu_recursive threads_mixed stdlib_tests_large synthetic_deep_stacks
     "$out/$name.speedscope.png"
 done
 
+# pprof: speedscope's own pprof importer reads tach's export without error (weights are
+# not checked here; tests/suite/pprof.rs checks the content with go tool pprof).
+for name in cpu_recursive threads_mixed stdlib_tests_large synthetic_many_threads_none; do
+  "$tach" export --pprof -o "$out/$name.pb.gz" "$golden/$name.bin" >/dev/null
+  check node "$here/pprof_check.mjs" "$out/$name.pb.gz" "$name" "$out/$name.pprof.png"
+done
+
 # flamegraph: merged and per thread.
 for name in cpu_recursive threads_mixed stdlib_tests_large synthetic_huge_strings \
   synthetic_many_threads_none; do
