@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 PathLike = Union[str, "os.PathLike[str]"]
 
 # Formats whose output is binary; the others are text (returned as str).
-_BINARY_FORMATS = frozenset({"pstats", "parquet"})
+_BINARY_FORMATS = frozenset({"pstats", "parquet", "pprof"})
 _FILTER_KEYS = (
     "threads", "start", "end", "status", "per_thread", "title", "source_root",
 )
@@ -237,7 +237,7 @@ class Profile:
         self, format: str, path: PathLike | None = None, **filters: Any
     ) -> str | bytes | None:
         """Exports to ``path`` (Parquet: a directory), or returns the output: ``str``
-        for text formats, ``bytes`` for pstats and parquet. Filters: threads, start,
+        for text formats, ``bytes`` for pstats, pprof and parquet. Filters: threads, start,
         end (seconds from the first sample), status (flags as in the CLI), per_thread,
         title, source_root (heatmap: ``{OLD: NEW}`` or pairs)."""
         data = self._native.export(

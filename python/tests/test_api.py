@@ -198,6 +198,12 @@ def test_export_binary_and_filters(tmp_path):
     data = p.export("pstats")
     assert isinstance(data, bytes)
     assert marshal.loads(data) == marshal.loads((GOLDEN / "threads_mixed.pstats").read_bytes())
+    import gzip
+
+    pprof = p.export("pprof")
+    assert isinstance(pprof, bytes) and gzip.decompress(pprof)
+    assert p.export("pprof", tmp_path / "x.pb.gz") is None
+    assert (tmp_path / "x.pb.gz").read_bytes() == pprof
     tid = p.samples()["thread_id"][0]
     one = p.export("collapsed", threads=tid)
     _, cli_out, _ = cli("export", "--collapsed", "--thread", tid, "-o", "-", GOLDEN / "threads_mixed.bin")
