@@ -15,6 +15,11 @@
 //! sends the whole file through the ordinary decoder instead, which then reports the
 //! error at the byte CPython would. The result is the same as that decoder's, down to
 //! the order of stack ids, threads and groups (first seen); tests compare the two.
+//!
+//! Records are read through the one grammar in `grammar.rs`; what is here is the
+//! partial-stack bookkeeping. The file is long (about 1,100 lines and 300 of tests)
+//! because cutting, the boundary search, the partial decode and the join share private
+//! types whose invariants hold only together.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -24,6 +29,7 @@ use std::sync::{mpsc, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::error::Result;
+use super::grammar::{self, FrameCheck, SliceReader, Stop};
 use super::header::{ByteOrder, Compression, MAX_STACK_DEPTH};
 use super::index::StackTable;
 use super::reader::TachFile;
@@ -178,18 +184,8 @@ pub enum Fallback {
 /// What the partial decoder checks records against.
 struct Checks<'a> {
     byte_order: ByteOrder,
-    frame_count: u32,
-    bad_string: &'a [Option<u32>],
-    strings_valid: bool,
+    frames: FrameCheck<'a>,
     declared_threads: u32,
-}
-
-impl Checks<'_> {
-    #[inline(always)]
-    fn frame_ok(&self, index: u32) -> bool {
-        index < self.frame_count
-            && (self.strings_valid || self.bad_string[index as usize].is_none())
-    }
 }
 
 /// One chunk of the decompressed stream: bytes from `offset`, and whether they run to
@@ -232,12 +228,10 @@ fn count_chunked(
     chunking: Chunking,
 ) -> std::result::Result<(StackCounts, Route), Fallback> {
     let header = file.header();
-    let bad_string = file.bad_strings();
+    u32::try_from(file.frames().len()).map_err(|_| Fallback::FrameTable)?;
     let checks = Checks {
         byte_order: header.byte_order,
-        frame_count: u32::try_from(file.frames().len()).map_err(|_| Fallback::FrameTable)?,
-        bad_string,
-        strings_valid: bad_string.iter().all(Option::is_none),
+        frames: file.frame_check(),
         declared_threads: header.thread_count,
     };
     let chunking = Chunking {
@@ -608,56 +602,8 @@ struct ChunkCounts {
     samples: u64,
 }
 
-/// A cursor over a chunk's bytes that fails (None) at the end.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl Cursor<'_> {
-    #[inline(always)]
-    fn varint_u64(&mut self) -> Option<u64> {
-        let (v, n) = varint::decode_u64(self.bytes.get(self.pos..)?).ok()?;
-        self.pos += n;
-        Some(v)
-    }
-    #[inline(always)]
-    fn varint_u32(&mut self) -> Option<u32> {
-        let (v, n) = varint::decode_u32(self.bytes.get(self.pos..)?).ok()?;
-        self.pos += n;
-        Some(v)
-    }
-    #[inline(always)]
-    fn byte(&mut self) -> Option<u8> {
-        let b = *self.bytes.get(self.pos)?;
-        self.pos += 1;
-        Some(b)
-    }
-    /// A record's thread id, interpreter id and kind.
-    #[inline(always)]
-    fn record_header(&mut self, bo: ByteOrder) -> Option<(u64, u32, RecordKind)> {
-        let h = self.bytes.get(self.pos..self.pos + RECORD_HEADER_SIZE)?;
-        let thread_id = bo.u64(super::header::array(h, 0));
-        let interpreter_id = bo.u32(super::header::array(h, 8));
-        let kind = RecordKind::from_code(h[12])?;
-        self.pos += RECORD_HEADER_SIZE;
-        Some((thread_id, interpreter_id, kind))
-    }
-    /// Reads `out.len()` checked frame indices.
-    #[inline(always)]
-    fn frames(&mut self, checks: &Checks<'_>, out: &mut [u32]) -> Option<()> {
-        for slot in out {
-            let f = self.varint_u32()?;
-            if !checks.frame_ok(f) {
-                return None;
-            }
-            *slot = f;
-        }
-        Some(())
-    }
-}
-
 /// Why [`skip_record`] stopped.
+#[derive(Debug)]
 enum Skip {
     /// The bytes ran out first.
     End,
@@ -670,63 +616,41 @@ fn skip_record(bytes: &[u8], pos: usize, checks: &Checks<'_>) -> std::result::Re
     if bytes.len() - pos < RECORD_HEADER_SIZE {
         return Err(Skip::End);
     }
-    let mut c = Cursor { bytes, pos };
-    match skip_record_at(&mut c, checks) {
-        Ok(()) => Ok(c.pos),
+    let mut r = SliceReader { bytes, pos };
+    match skip_record_at(&mut r, checks) {
+        Ok(()) => Ok(r.pos),
         // A read that failed in the last ten bytes may be a varint cut short.
-        Err(Skip::End) if c.pos + varint::MAX_VARINT_LEN >= bytes.len() => Err(Skip::End),
+        Err(Stop::Read) if r.pos + varint::MAX_VARINT_LEN >= bytes.len() => Err(Skip::End),
         Err(_) => Err(Skip::Bad),
     }
 }
 
-/// [`skip_record`]'s body: `Skip::End` for a read that failed (the caller tells a cut
-/// from a malformed varint by where), `Skip::Bad` for values no record has.
-fn skip_record_at(c: &mut Cursor<'_>, checks: &Checks<'_>) -> std::result::Result<(), Skip> {
-    let (thread_id, _, kind) = c.record_header(checks.byte_order).ok_or(Skip::Bad)?;
+/// [`skip_record`]'s body: `Stop::Read` for a read that failed (the caller tells a cut
+/// from a malformed varint by where), `Stop::Broken` for values no record has.
+fn skip_record_at(r: &mut SliceReader<'_>, checks: &Checks<'_>) -> std::result::Result<(), Stop> {
+    let (thread_id, _, kind) = r.record_header(checks.byte_order)?;
     // No real thread has id 0, and runs of zero bytes (high bytes of ids and counts)
     // would otherwise read as endless records of thread 0.
     if thread_id == 0 {
-        return Err(Skip::Bad);
+        return Err(Stop::Broken);
     }
-    let count = match kind {
-        RecordKind::Repeat => {
-            let n = c.varint_u32().ok_or(Skip::End)?;
-            // Entries take two bytes or more. A count the bytes left cannot hold is
-            // taken as not a record: mostly it is not, and the reading must not run to
-            // the window's end, which would stop the search.
-            if n as usize > (c.bytes.len() - c.pos) / 2 {
-                return Err(Skip::Bad);
-            }
-            for _ in 0..n {
-                c.varint_u64().ok_or(Skip::End)?;
-                c.byte().ok_or(Skip::End)?;
-            }
-            return Ok(());
+    if kind == RecordKind::Repeat {
+        let n = grammar::read_repeat_count(r)?;
+        // A count the bytes left cannot hold is taken as not a record: mostly it is
+        // not, and the reading must not run to the window's end, which would stop the
+        // search.
+        grammar::repeat_fits(n, r.bytes.len() - r.pos).map_err(|_| Stop::Broken)?;
+        for _ in 0..n {
+            grammar::read_repeat_entry(r)?;
         }
-        RecordKind::Full => {
-            c.varint_u64().ok_or(Skip::End)?;
-            c.byte().ok_or(Skip::End)?;
-            c.varint_u32().ok_or(Skip::End)?
-        }
-        RecordKind::Suffix | RecordKind::PopPush => {
-            c.varint_u64().ok_or(Skip::End)?;
-            c.byte().ok_or(Skip::End)?;
-            let first = c.varint_u32().ok_or(Skip::End)?;
-            let second = c.varint_u32().ok_or(Skip::End)?;
-            if kind == RecordKind::Suffix && first as u64 + second as u64 > MAX_STACK_DEPTH as u64 {
-                return Err(Skip::Bad);
-            }
-            second
-        }
-    };
-    if count as usize > MAX_STACK_DEPTH {
-        return Err(Skip::Bad);
+        return Ok(());
     }
-    for _ in 0..count {
-        let f = c.varint_u32().ok_or(Skip::End)?;
-        if !checks.frame_ok(f) {
-            return Err(Skip::Bad);
-        }
+    let head = grammar::read_change_head(r, kind)?;
+    if !head.edit.possible() {
+        return Err(Stop::Broken);
+    }
+    for _ in 0..head.edit.fresh() {
+        grammar::read_frame(r, &checks.frames)?;
     }
     Ok(())
 }
@@ -809,7 +733,7 @@ fn decode_range(
 ) -> std::result::Result<ChunkCounts, Fallback> {
     let mut d = ChunkDecoder {
         checks,
-        cur: Cursor { bytes, pos: start },
+        cur: SliceReader { bytes, pos: start },
         stacks: StackTable::default(),
         start_limit: Vec::new(),
         first_group: Vec::new(),
@@ -841,7 +765,7 @@ fn decode_range(
 
 struct ChunkDecoder<'a, 'b> {
     checks: &'a Checks<'a>,
-    cur: Cursor<'b>,
+    cur: SliceReader<'b>,
     /// Partial stacks: known frames, innermost first, then a root id.
     stacks: StackTable,
     /// Per partial stack: how deep its thread's stack may have been at the chunk's
@@ -967,52 +891,44 @@ impl ChunkDecoder<'_, '_> {
     }
 
     fn record(&mut self) -> Option<()> {
-        let (thread_id, interpreter_id, kind) = self.cur.record_header(self.checks.byte_order)?;
+        let (thread_id, interpreter_id, kind) =
+            self.cur.record_header(self.checks.byte_order).ok()?;
         let slot = self.thread(thread_id, interpreter_id)?;
         if kind == RecordKind::Repeat {
-            let count = self.cur.varint_u32()?;
+            let count = grammar::read_repeat_count(&mut self.cur).ok()?;
             for _ in 0..count {
-                self.cur.varint_u64()?;
-                let status = self.cur.byte()?;
+                let (_, status) = grammar::read_repeat_entry(&mut self.cur).ok()?;
                 self.sample(slot, status);
             }
             return Some(());
         }
-        self.cur.varint_u64()?;
-        let status = self.cur.byte()?;
-        let first = self.cur.varint_u32()?;
+        let head = grammar::read_change_head(&mut self.cur, kind).ok()?;
+        let status = head.status;
+        let (first, count) = (head.edit.first, head.edit.fresh());
+        // The rules that need the stack are checked against the partial stacks below,
+        // and again when joining.
+        if !head.edit.possible() {
+            return None;
+        }
+        let fresh = &mut self.fresh[..count as usize];
+        grammar::read_frames(&mut self.cur, &self.checks.frames, fresh).ok()?;
         let stack = match kind {
             RecordKind::Full => {
-                if first as usize > MAX_STACK_DEPTH {
-                    return None;
-                }
-                let fresh = &mut self.fresh[..first as usize];
-                self.cur.frames(self.checks, fresh)?;
                 self.scratch.clear();
-                self.scratch.extend_from_slice(fresh);
+                self.scratch
+                    .extend_from_slice(&self.fresh[..count as usize]);
                 self.scratch.push(EMPTY);
                 self.intern_scratch()?
             }
             RecordKind::Suffix => {
-                let new = self.cur.varint_u32()?;
-                if first as u64 + new as u64 > MAX_STACK_DEPTH as u64 {
-                    return None;
-                }
-                self.cur
-                    .frames(self.checks, &mut self.fresh[..new as usize])?;
                 // `scratch` is cut to the frames kept, which stay under the new ones.
                 self.keep_outermost(slot, first)?;
-                let fresh = &self.fresh[..new as usize];
+                let fresh = &self.fresh[..count as usize];
                 splice_top(&mut self.scratch, 0, fresh);
                 self.intern_scratch()?
             }
             RecordKind::PopPush => {
-                let push = self.cur.varint_u32()?;
-                if push as usize > MAX_STACK_DEPTH {
-                    return None;
-                }
-                self.cur
-                    .frames(self.checks, &mut self.fresh[..push as usize])?;
+                let push = count;
                 let from = self.threads[slot as usize].stack;
                 let key = (push as usize <= CACHED_PUSH).then(|| {
                     // A fixed-size select, zeros past the frames pushed: no memcpy or

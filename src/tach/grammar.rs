@@ -290,7 +290,10 @@ impl<'a> FrameCheck<'a> {
 
 /// Reads one checked frame index.
 #[inline(always)]
-pub(crate) fn read_frame<R: FieldReader>(r: &mut R, frames: &FrameCheck<'_>) -> Result<u32, R::Error> {
+pub(crate) fn read_frame<R: FieldReader>(
+    r: &mut R,
+    frames: &FrameCheck<'_>,
+) -> Result<u32, R::Error> {
     let at = r.mark();
     let index = r.read_u32(Field::FrameIndex)?;
     match frames.check(index) {
@@ -421,7 +424,10 @@ mod tests {
         assert_eq!(edit(RecordKind::Suffix, 2, 1).keep_from(5), Ok(3));
         assert_eq!(
             edit(RecordKind::Suffix, 6, 1).keep_from(5),
-            Err(FormatError::SharedExceedsDepth { shared: 6, depth: 5 })
+            Err(FormatError::SharedExceedsDepth {
+                shared: 6,
+                depth: 5
+            })
         );
         assert_eq!(
             edit(RecordKind::Suffix, 200, 57).keep_from(200),
@@ -447,6 +453,9 @@ mod tests {
             Field::First(RecordKind::PopPush).what(),
             "a POP_PUSH pop count"
         );
-        assert_eq!(Field::Second(RecordKind::Suffix).what(), "a SUFFIX frame count");
+        assert_eq!(
+            Field::Second(RecordKind::Suffix).what(),
+            "a SUFFIX frame count"
+        );
     }
 }

@@ -4,6 +4,7 @@
 pub mod counts;
 pub mod error;
 pub mod filter;
+mod grammar;
 pub mod header;
 pub mod index;
 pub mod info;

@@ -254,14 +254,19 @@ impl TachFile {
             start_time_us: self.header.start_time_us,
             thread_count: self.header.thread_count,
             sample_count: self.header.sample_count,
-            frames: FrameCheck {
-                frame_count: self.frames.len() as u32,
-                bad_string: &self.bad_string,
-                string_count: self.footer.string_count,
-            },
+            frames: self.frame_check(),
             region,
             file_offset: HEADER_SIZE as u64,
         }
+    }
+
+    /// What the records' frame indices are checked against.
+    pub(crate) fn frame_check(&self) -> FrameCheck<'_> {
+        FrameCheck::new(
+            self.frames.len() as u32,
+            &self.bad_string,
+            self.footer.string_count,
+        )
     }
 
     pub fn samples_with(&self, how: Decompression) -> SampleStream<'_> {

@@ -13,48 +13,12 @@
 use std::collections::HashMap;
 
 use super::error::{FormatError, Located, Region, VarintReason};
+use super::grammar::{self, Field, FieldReader, SliceReader, StackEdit};
 use super::header::{ByteOrder, MAX_STACK_DEPTH};
 use super::source::ByteSource;
 use super::varint::{self, VarintError, MAX_VARINT_LEN};
 
-/// Bytes of a record header: thread_id, interpreter_id, encoding.
-pub const RECORD_HEADER_SIZE: usize = 13;
-
-/// The four record encodings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecordKind {
-    Repeat = 0,
-    Full = 1,
-    Suffix = 2,
-    PopPush = 3,
-}
-
-impl RecordKind {
-    pub const ALL: [RecordKind; 4] = [
-        RecordKind::Repeat,
-        RecordKind::Full,
-        RecordKind::Suffix,
-        RecordKind::PopPush,
-    ];
-    pub fn from_code(code: u8) -> Option<Self> {
-        Some(match code {
-            0 => RecordKind::Repeat,
-            1 => RecordKind::Full,
-            2 => RecordKind::Suffix,
-            3 => RecordKind::PopPush,
-            _ => return None,
-        })
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            RecordKind::Repeat => "REPEAT",
-            RecordKind::Full => "FULL",
-            RecordKind::Suffix => "SUFFIX",
-            RecordKind::PopPush => "POP_PUSH",
-        }
-    }
-}
+pub use super::grammar::{FrameCheck, RecordKind, RECORD_HEADER_SIZE};
 
 /// Counts of records of each kind and the samples they covered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -116,14 +80,6 @@ pub struct ThreadState {
     seen_sample: bool,
 }
 
-/// What the decoder needs to know about the tables to validate frame indices.
-pub struct FrameCheck<'a> {
-    pub frame_count: u32,
-    /// For each frame, the string index that is out of range, if any.
-    pub bad_string: &'a [Option<u32>],
-    pub string_count: u32,
-}
-
 /// Pull decoder over the sample region.
 pub struct SampleDecoder<'a, S: ByteSource> {
     src: S,
@@ -149,13 +105,10 @@ pub struct SampleDecoder<'a, S: ByteSource> {
     decoded: u64,
     mix: RecordMix,
     finished: bool,
-    /// Reused buffer for frames read by SUFFIX and POP_PUSH records.
+    /// Reused buffer for the frames a record carries, on the checked path.
     scratch: Vec<u32>,
     /// The same for the unchecked path: a fixed array needs no resizing per record.
     fresh: Box<[u32; MAX_STACK_DEPTH]>,
-    /// No frame names an out-of-range string (the usual case): a frame index needs
-    /// only its range check.
-    strings_valid: bool,
 }
 
 /// Settings of a decoder taken from the header.
@@ -171,7 +124,6 @@ pub struct DecoderSetup<'a> {
 
 impl<'a, S: ByteSource> SampleDecoder<'a, S> {
     pub fn new(src: S, setup: DecoderSetup<'a>) -> Self {
-        let strings_valid = setup.frames.bad_string.iter().all(Option::is_none);
         SampleDecoder {
             src,
             pos: 0,
@@ -195,7 +147,6 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             finished: false,
             scratch: Vec::with_capacity(MAX_STACK_DEPTH),
             fresh: Box::new([0; MAX_STACK_DEPTH]),
-            strings_valid,
         }
     }
 
@@ -266,30 +217,6 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         }
     }
 
-    #[inline]
-    fn varint_u64(&mut self, what: &'static str) -> Result<u64, Located> {
-        self.ensure(MAX_VARINT_LEN)?;
-        match varint::decode_u64(&self.src.window()[self.pos..]) {
-            Ok((v, n)) => {
-                self.pos += n;
-                Ok(v)
-            }
-            Err(e) => Err(self.varint_error(what, e)),
-        }
-    }
-
-    #[inline]
-    fn varint_u32(&mut self, what: &'static str) -> Result<u32, Located> {
-        self.ensure(MAX_VARINT_LEN)?;
-        match varint::decode_u32(&self.src.window()[self.pos..]) {
-            Ok((v, n)) => {
-                self.pos += n;
-                Ok(v)
-            }
-            Err(e) => Err(self.varint_error(what, e)),
-        }
-    }
-
     #[cold]
     fn end_error(&self, what: &'static str) -> Located {
         self.err(self.here(), FormatError::UnexpectedEnd(what))
@@ -304,16 +231,6 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 reason: VarintReason(e),
             },
         )
-    }
-
-    #[inline]
-    fn status_byte(&mut self, what: &'static str) -> Result<u8, Located> {
-        if self.ensure(1)? == 0 {
-            return Err(self.end_error(what));
-        }
-        let b = self.src.window()[self.pos];
-        self.pos += 1;
-        Ok(b)
     }
 
     #[inline(always)]
@@ -365,61 +282,6 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         Ok(slot)
     }
 
-    /// Reads `count` frame indices into the front of the thread's stack buffer.
-    fn read_frames(&mut self, out: &mut Vec<u32>, count: u32) -> Result<(), Located> {
-        // Fast path: the window holds `count` varints of any length, so no refill check
-        // per varint. Index checks are the same as below; any error is reported by the
-        // slow path, which re-reads from the first frame of this call.
-        let (start_len, start_pos) = (out.len(), self.pos);
-        if let Some(end) = self.read_frames_in_window(out, count) {
-            self.pos = end;
-            return Ok(());
-        }
-        out.truncate(start_len);
-        self.pos = start_pos;
-        for _ in 0..count {
-            let at = self.here();
-            let idx = self.varint_u32("a frame index")?;
-            if idx >= self.frames.frame_count {
-                return Err(self.err(
-                    at,
-                    FormatError::FrameIndex {
-                        index: idx,
-                        count: self.frames.frame_count,
-                    },
-                ));
-            }
-            if let Some(bad) = self.frames.bad_string[idx as usize] {
-                return Err(self.err(
-                    at,
-                    FormatError::StringIndex {
-                        frame: idx,
-                        index: bad,
-                        count: self.frames.string_count,
-                    },
-                ));
-            }
-            out.push(idx);
-        }
-        Ok(())
-    }
-
-    /// [`Self::read_frames`] when the window surely holds all `count` varints: returns
-    /// the position after them, or None (nothing is reported, and `out` may hold partial
-    /// frames for the caller to drop) on any defect or when the window may be short.
-    #[inline(always)]
-    fn read_frames_in_window(&self, out: &mut Vec<u32>, count: u32) -> Option<usize> {
-        let start = out.len();
-        out.resize(start + count as usize, 0);
-        frames_in_window(
-            self.src.window(),
-            self.pos,
-            &self.frames,
-            self.strings_valid,
-            &mut out[start..],
-        )
-    }
-
     /// Decodes the next sample; `Ok(None)` at the end of a valid region.
     #[inline(always)]
     pub fn next_sample(&mut self) -> Result<Option<Sample<'_>>, Located> {
@@ -455,10 +317,8 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 self.finished = true;
                 return Err(self.err(record_at, FormatError::TruncatedSamples(avail as u64)));
             }
-            let w = &self.src.window()[self.pos..];
-            let thread_id = self.bo.u64(super::header::array(w, 0));
-            let interpreter_id = self.bo.u32(super::header::array(w, 8));
-            let code = w[12];
+            let (thread_id, interpreter_id, code) =
+                grammar::record_header(self.bo, &self.src.window()[self.pos..]);
             self.pos += RECORD_HEADER_SIZE;
             let slot = self.thread_slot(thread_id, interpreter_id, record_at)?;
             let Some(kind) = RecordKind::from_code(code) else {
@@ -467,14 +327,12 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             self.mix.records[kind as usize] += 1;
             if kind == RecordKind::Repeat {
                 let count_at = self.here();
-                let count = self.varint_u32("a REPEAT count")?;
-                // Each entry takes at least two bytes; when the whole region is in the
-                // window (raw files) the count can be checked up front, as CPython does.
+                let count = grammar::read_repeat_count(self)?;
+                // When the whole region is in the window (raw files) the count can be
+                // checked up front, as CPython does.
                 if self.src.is_complete() {
-                    let max = (self.src.window().len() - self.pos) as u64 / 2;
-                    if count as u64 > max {
-                        return Err(self.err(count_at, FormatError::RleCount { count, max }));
-                    }
+                    let left = self.src.window().len() - self.pos;
+                    grammar::repeat_fits(count, left).map_err(|e| self.err(count_at, e))?;
                 }
                 if count == 0 {
                     continue;
@@ -490,15 +348,16 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
 
     #[inline(always)]
     fn next_repeat_entry(&mut self) -> Result<Sample<'_>, Located> {
-        let (delta, status) = match self.repeat_entry_in_window() {
-            Some((delta, status, end)) => {
-                self.pos = end;
-                (delta, status)
+        let mut fast = SliceReader {
+            bytes: self.src.window(),
+            pos: self.pos,
+        };
+        let (delta, status) = match grammar::read_repeat_entry(&mut fast) {
+            Ok(entry) => {
+                self.pos = fast.pos;
+                entry
             }
-            None => (
-                self.varint_u64("a REPEAT timestamp delta")?,
-                self.status_byte("sample data in a REPEAT record")?,
-            ),
+            Err(_) => grammar::read_repeat_entry(self)?,
         };
         self.repeat_left -= 1;
         let slot = self.repeat_thread;
@@ -522,20 +381,33 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         })
     }
 
+    /// The checked path of a FULL / SUFFIX / POP_PUSH record: every error reported
+    /// where CPython reports it.
     fn decode_change(&mut self, slot: u32, kind: RecordKind) -> Result<Sample<'_>, Located> {
-        let delta = self.varint_u64("a timestamp delta")?;
-        let status = self.status_byte("sample data")?;
-        // Work on the thread's stack outside `self` so frame reads can borrow `self`.
-        let mut stack = std::mem::take(&mut self.threads[slot as usize].stack);
-        let result = self.rebuild_stack(&mut stack, kind);
-        self.threads[slot as usize].stack = stack;
-        let written = result?;
+        let head = grammar::read_change_head(self, kind)?;
+        let depth = self.threads[slot as usize].stack.len();
+        let keep_from = head
+            .edit
+            .keep_from(depth)
+            .map_err(|e| self.err(head.edit_at, e))?;
+        // The count is at most MAX_STACK_DEPTH: keep_from checked the final depth.
+        let count = head.edit.fresh();
+        let mut fresh = std::mem::take(&mut self.scratch);
+        fresh.clear();
+        fresh.resize(count as usize, 0);
+        let frames = self.frames;
+        let read = grammar::read_frames(self, &frames, &mut fresh);
+        if read.is_ok() {
+            splice_top(&mut self.threads[slot as usize].stack, keep_from, &fresh);
+        }
+        self.scratch = fresh;
+        read?;
         Ok(self.commit_change(Change {
             slot,
             kind,
-            delta,
-            status,
-            written,
+            delta: head.delta,
+            status: head.status,
+            written: count,
         }))
     }
 
@@ -561,18 +433,6 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         }
     }
 
-    /// One REPEAT entry (delta, status, position after it) when the window surely holds
-    /// it; None otherwise, and the checked path reads it.
-    #[inline(always)]
-    fn repeat_entry_in_window(&self) -> Option<(u64, u8, usize)> {
-        let w = self
-            .src
-            .window()
-            .get(self.pos..self.pos + MAX_VARINT_LEN + 1)?;
-        let (delta, n) = varint::decode_u64(w).ok()?;
-        Some((delta, w[n], self.pos + n + 1))
-    }
-
     /// Decodes the next record from the window without a refill check per field: a
     /// whole FULL / SUFFIX / POP_PUSH record (its stack rebuilt, not yet counted), or a
     /// REPEAT record's header. Returns None when the window may be too short or
@@ -586,30 +446,19 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         if w.len() < FAST_RECORD_MIN {
             return None;
         }
-        let thread_id = self.bo.u64(super::header::array(w, 0));
-        let interpreter_id = self.bo.u32(super::header::array(w, 8));
-        let kind = RecordKind::from_code(w[12])?;
-        let mut p = RECORD_HEADER_SIZE;
-        // `w` holds FAST_RECORD_MIN bytes: every varint below has ten at hand.
-        #[inline(always)]
-        fn next(w: &[u8], p: &mut usize) -> Option<u64> {
-            let (v, n) = varint::decode_u64(&w[*p..]).ok()?;
-            *p += n;
-            Some(v)
-        }
+        let mut r = SliceReader { bytes: w, pos: 0 };
+        let (thread_id, interpreter_id, kind) = r.record_header(self.bo).ok()?;
         if kind == RecordKind::Repeat {
-            let count = u32::try_from(next(w, &mut p)?).ok()?;
+            let count = grammar::read_repeat_count(&mut r).ok()?;
             if self.src.is_complete() {
-                let max = (w.len() - p) as u64 / 2;
-                if count as u64 > max {
-                    return None;
-                }
+                grammar::repeat_fits(count, w.len() - r.pos).ok()?;
             }
+            let end = record_at + r.pos;
             let slot = self
                 .thread_slot(thread_id, interpreter_id, self.base + record_at as u64)
                 .ok()?;
             self.mix.records[kind as usize] += 1;
-            self.pos = record_at + p;
+            self.pos = end;
             if count == 0 {
                 return Some(InWindow::EmptyRepeat);
             }
@@ -618,180 +467,97 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             self.repeat_first = true;
             return Some(InWindow::Repeat);
         }
-        let delta = next(w, &mut p)?;
-        let status = w[p];
-        p += 1;
-        let first = u32::try_from(next(w, &mut p)?).ok()?;
-        let second = match kind {
-            RecordKind::Full => 0,
-            _ => u32::try_from(next(w, &mut p)?).ok()?,
-        };
+        let head = grammar::read_change_head(&mut r, kind).ok()?;
+        let frames_at = record_at + r.pos;
         let slot = self
             .thread_slot(thread_id, interpreter_id, self.base + record_at as u64)
             .ok()?;
-        self.pos = record_at + p;
-        let mut stack = std::mem::take(&mut self.threads[slot as usize].stack);
-        let written = self.rebuild_in_window(&mut stack, kind, first, second);
-        self.threads[slot as usize].stack = stack;
-        let Some(written) = written else {
-            self.pos = record_at;
-            return None;
-        };
+        let (written, end) = self.rebuild_in_window(slot, head.edit, frames_at)?;
+        self.pos = end;
         self.mix.records[kind as usize] += 1;
         Some(InWindow::Change(Change {
             slot,
             kind,
-            delta,
-            status,
+            delta: head.delta,
+            status: head.status,
             written,
         }))
     }
 
-    /// The body of a FULL / SUFFIX / POP_PUSH record after its counts (`first`,
-    /// `second`: depth; shared and new; pop and push), read from the window. Leaves
-    /// `stack` untouched and returns None on anything the checked path must report.
+    /// Applies a FULL / SUFFIX / POP_PUSH record's frames, read from the window at
+    /// `pos`, to thread `slot`'s stack: the frames read and the position after them.
+    /// Leaves the stack untouched and returns None on anything the checked path must
+    /// report.
     #[inline(always)]
     fn rebuild_in_window(
         &mut self,
-        stack: &mut Vec<u32>,
-        kind: RecordKind,
-        first: u32,
-        second: u32,
-    ) -> Option<u32> {
-        let (keep_from, count) = match kind {
-            RecordKind::Full => {
-                if first as usize > MAX_STACK_DEPTH {
-                    return None;
-                }
-                (stack.len(), first)
-            }
-            RecordKind::Suffix => {
-                if first as usize > stack.len()
-                    || first as u64 + second as u64 > MAX_STACK_DEPTH as u64
-                {
-                    return None;
-                }
-                (stack.len() - first as usize, second)
-            }
-            RecordKind::PopPush => {
-                let keep_from = (first as usize).min(stack.len());
-                if (stack.len() - keep_from) as u64 + second as u64 > MAX_STACK_DEPTH as u64 {
-                    return None;
-                }
-                (keep_from, second)
-            }
-            RecordKind::Repeat => return None,
-        };
-        // count <= MAX_STACK_DEPTH: every kind's final depth was checked above.
+        slot: u32,
+        edit: StackEdit,
+        pos: usize,
+    ) -> Option<(u32, usize)> {
+        let stack = &mut self.threads[slot as usize].stack;
+        let keep_from = edit.keep_from(stack.len()).ok()?;
+        // At most MAX_STACK_DEPTH: keep_from checked the final depth.
+        let count = edit.fresh();
         let fresh = &mut self.fresh[..count as usize];
-        let end = frames_in_window(
-            self.src.window(),
-            self.pos,
-            &self.frames,
-            self.strings_valid,
-            fresh,
-        )?;
-        self.pos = end;
+        let mut r = SliceReader {
+            bytes: self.src.window(),
+            pos,
+        };
+        grammar::read_frames(&mut r, &self.frames, fresh).ok()?;
         splice_top(stack, keep_from, fresh);
-        Some(count)
-    }
-
-    /// Applies a FULL / SUFFIX / POP_PUSH body to `stack`; returns frames read.
-    fn rebuild_stack(&mut self, stack: &mut Vec<u32>, kind: RecordKind) -> Result<u32, Located> {
-        match kind {
-            RecordKind::Full => {
-                let at = self.here();
-                let depth = self.varint_u32("a FULL stack depth")?;
-                if depth as usize > MAX_STACK_DEPTH {
-                    return Err(self.err(at, FormatError::StackDepth(depth)));
-                }
-                stack.clear();
-                self.read_frames(stack, depth)?;
-                Ok(depth)
-            }
-            RecordKind::Suffix => {
-                let at = self.here();
-                let shared = self.varint_u32("a SUFFIX shared count")?;
-                let new_count = self.varint_u32("a SUFFIX frame count")?;
-                if shared as usize > stack.len() {
-                    return Err(self.err(
-                        at,
-                        FormatError::SharedExceedsDepth {
-                            shared,
-                            depth: stack.len(),
-                        },
-                    ));
-                }
-                let final_depth = shared as u64 + new_count as u64;
-                if final_depth > MAX_STACK_DEPTH as u64 {
-                    return Err(self.err(at, FormatError::FinalStackDepth(final_depth)));
-                }
-                let keep_from = stack.len() - shared as usize;
-                self.replace_top(stack, keep_from, new_count)?;
-                Ok(new_count)
-            }
-            RecordKind::PopPush => {
-                let at = self.here();
-                let pop = self.varint_u32("a POP_PUSH pop count")?;
-                let push = self.varint_u32("a POP_PUSH push count")?;
-                // A pop beyond the depth is clamped, as in CPython.
-                let keep_from = (pop as usize).min(stack.len());
-                let final_depth = (stack.len() - keep_from) as u64 + push as u64;
-                if final_depth > MAX_STACK_DEPTH as u64 {
-                    return Err(self.err(at, FormatError::FinalStackDepth(final_depth)));
-                }
-                self.replace_top(stack, keep_from, push)?;
-                Ok(push)
-            }
-            RecordKind::Repeat => unreachable!("REPEAT records are decoded elsewhere"),
-        }
-    }
-
-    /// Replaces `stack[..keep_from]` (the innermost frames) with `count` frames read
-    /// from the stream.
-    fn replace_top(
-        &mut self,
-        stack: &mut Vec<u32>,
-        keep_from: usize,
-        count: u32,
-    ) -> Result<(), Located> {
-        let mut fresh = std::mem::take(&mut self.scratch);
-        fresh.clear();
-        let read = self.read_frames(&mut fresh, count);
-        if read.is_ok() {
-            splice_top(stack, keep_from, &fresh);
-        }
-        self.scratch = fresh;
-        read
+        Some((count, r.pos))
     }
 }
 
-/// Fills `out` with frame indices read from `window` at `pos` when the window surely
-/// holds that many varints: returns the position after them, or None on any defect (an
-/// index out of range, or naming a bad string unless `strings_valid`) or when the
-/// window may be short, for the checked path to report.
-#[inline(always)]
-fn frames_in_window(
-    window: &[u8],
-    mut pos: usize,
-    frames: &FrameCheck<'_>,
-    strings_valid: bool,
-    out: &mut [u32],
-) -> Option<usize> {
-    if window.len() - pos < out.len() * MAX_VARINT_LEN {
-        return None;
+/// The checked path's reads: the window is refilled as needed, and failures are
+/// reported at their stream offset with the field's name.
+impl<S: ByteSource> FieldReader for SampleDecoder<'_, S> {
+    type Error = Located;
+    type Mark = u64;
+
+    #[inline(always)]
+    fn mark(&self) -> u64 {
+        self.here()
     }
-    for slot in out {
-        let (idx, n) = varint::decode_u32(&window[pos..]).ok()?;
-        if idx >= frames.frame_count
-            || (!strings_valid && frames.bad_string[idx as usize].is_some())
-        {
-            return None;
+
+    #[inline]
+    fn read_u64(&mut self, field: Field) -> Result<u64, Located> {
+        self.ensure(MAX_VARINT_LEN)?;
+        match varint::decode_u64(&self.src.window()[self.pos..]) {
+            Ok((v, n)) => {
+                self.pos += n;
+                Ok(v)
+            }
+            Err(e) => Err(self.varint_error(field.what(), e)),
         }
-        *slot = idx;
-        pos += n;
     }
-    Some(pos)
+
+    #[inline]
+    fn read_u32(&mut self, field: Field) -> Result<u32, Located> {
+        self.ensure(MAX_VARINT_LEN)?;
+        match varint::decode_u32(&self.src.window()[self.pos..]) {
+            Ok((v, n)) => {
+                self.pos += n;
+                Ok(v)
+            }
+            Err(e) => Err(self.varint_error(field.what(), e)),
+        }
+    }
+
+    #[inline]
+    fn read_byte(&mut self, field: Field) -> Result<u8, Located> {
+        if self.ensure(1)? == 0 {
+            return Err(self.end_error(field.what()));
+        }
+        let b = self.src.window()[self.pos];
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn broken(&self, at: u64, rule: FormatError) -> Located {
+        self.err(at, rule)
+    }
 }
 
 /// `stack = fresh + stack[keep_from..]`, in place (a splice is much slower). A FULL
