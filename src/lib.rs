@@ -41,6 +41,6 @@ pub use crate::tach::totals::{totals, KeyTotals, Totals};
 pub use crate::tach::{
     ByteOrder, CaptureFeatures, Compression, Config, Decompression, Footer, FormatError,
     FrameEntry, Header, Located, Location, OwnedSample, ProfileIndex, ProfilingMode, RecordKind,
-    RecordMix, Region, Result, Sample, SampleFilter, SampleStream, Stats, TachError, TachFile,
-    WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL, MAX_STACK_DEPTH,
+    RecordMix, Region, Result, Run, Sample, SampleFilter, SampleStream, Stats, TachError, TachFile,
+    WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL, MAX_STACK_DEPTH, RUN_BATCH,
 };

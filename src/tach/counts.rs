@@ -116,32 +116,37 @@ impl StackCounts {
         // same stack and status cost no hashing.
         let mut current: Vec<Option<(u32, u8, usize)>> = Vec::new();
         let mut stream = file.samples();
-        while let Some(s) = stream.next_sample()? {
-            let slot = s.thread as usize;
+        while let Some(run) = stream.next_run()? {
+            let slot = run.thread as usize;
             if slot >= current.len() {
                 current.resize(slot + 1, None);
             }
-            let group = match current[slot] {
-                Some((_, st, g)) if !s.stack_changed && st == s.status => g,
-                prev => {
-                    let id = match prev {
-                        Some((id, _, _)) if !s.stack_changed => id,
-                        _ => stacks.intern(s.stack),
-                    };
-                    let g = *index.entry((id, s.thread, s.status)).or_insert_with(|| {
-                        groups.push(GroupCount {
-                            stack: id,
-                            thread: s.thread,
-                            status: s.status,
-                            samples: 0,
+            // The run's stack: its thread's previous one unless it changed.
+            let mut changed = run.stack_changed;
+            for &status in run.statuses {
+                let group = match current[slot] {
+                    Some((_, st, g)) if !changed && st == status => g,
+                    prev => {
+                        let id = match prev {
+                            Some((id, _, _)) if !changed => id,
+                            _ => stacks.intern(run.stack),
+                        };
+                        changed = false;
+                        let g = *index.entry((id, run.thread, status)).or_insert_with(|| {
+                            groups.push(GroupCount {
+                                stack: id,
+                                thread: run.thread,
+                                status,
+                                samples: 0,
+                            });
+                            groups.len() - 1
                         });
-                        groups.len() - 1
-                    });
-                    current[slot] = Some((id, s.status, g));
-                    g
-                }
-            };
-            groups[group].samples += 1;
+                        current[slot] = Some((id, status, g));
+                        g
+                    }
+                };
+                groups[group].samples += 1;
+            }
         }
         let threads = stream.threads().collect();
         Ok(StackCounts {

@@ -200,20 +200,27 @@ pub struct BoundFilter<'a> {
 impl BoundFilter<'_> {
     #[inline]
     pub fn keep(&self, s: &Sample<'_>) -> bool {
+        self.keeps_thread(s.thread_id) && self.keeps(s.status, s.timestamp_us)
+    }
+
+    /// The thread part of [`Self::keep`]: the same for every sample of a run.
+    #[inline]
+    pub fn keeps_thread(&self, thread_id: u64) -> bool {
+        self.filter
+            .threads
+            .as_ref()
+            .is_none_or(|t| t.contains(&thread_id))
+    }
+
+    /// The status and time parts of [`Self::keep`].
+    #[inline]
+    pub fn keeps(&self, status: u8, timestamp_us: u64) -> bool {
         let f = self.filter;
-        if s.status & f.status_set != f.status_set || s.status & f.status_clear != 0 {
+        if status & f.status_set != f.status_set || status & f.status_clear != 0 {
             return false;
         }
-        if let Some(t) = &f.threads {
-            if !t.contains(&s.thread_id) {
-                return false;
-            }
-        }
-        let ts = s.timestamp_us as f64;
-        if self.start_us.is_some_and(|v| ts < v) || self.end_us.is_some_and(|v| ts >= v) {
-            return false;
-        }
-        true
+        let ts = timestamp_us as f64;
+        !(self.start_us.is_some_and(|v| ts < v) || self.end_us.is_some_and(|v| ts >= v))
     }
 }
 

@@ -119,9 +119,12 @@ pub struct ProfileIndex {
 /// The smallest timestamp in the file, the origin of `--start/--end` and `time_s`.
 pub fn first_timestamp(file: &TachFile) -> Result<Option<u64>> {
     let mut min: Option<u64> = None;
-    file.for_each_sample(|s| {
-        min = Some(min.map_or(s.timestamp_us, |m| m.min(s.timestamp_us)));
-    })?;
+    let mut stream = file.samples();
+    while let Some(run) = stream.next_run()? {
+        if let Some(&t) = run.timestamps_us.iter().min() {
+            min = Some(min.map_or(t, |m| m.min(t)));
+        }
+    }
     Ok(min)
 }
 
@@ -154,26 +157,40 @@ impl ProfileIndex {
         let mut total = 0u64;
         let mut first_seen: Option<u64> = None;
         let mut stream = file.samples();
-        while let Some(s) = stream.next_sample()? {
-            first_seen = Some(first_seen.map_or(s.timestamp_us, |m: u64| m.min(s.timestamp_us)));
-            let slot = s.thread as usize;
+        while let Some(run) = stream.next_run()? {
+            // A run's samples share a thread and a stack: only times and statuses vary.
+            let times = run.timestamps_us;
+            let earliest = times.iter().copied().min().unwrap_or(u64::MAX);
+            first_seen = Some(first_seen.map_or(earliest, |m: u64| m.min(earliest)));
+            let slot = run.thread as usize;
             if slot >= current.len() {
                 current.resize(slot + 1, None);
                 slots.resize(slot + 1, None);
             }
-            if s.stack_changed {
+            if run.stack_changed {
                 current[slot] = None;
             }
-            if !bound.keep(&s) {
+            if !bound.keeps_thread(run.thread_id) {
+                continue;
+            }
+            let (mut kept, mut first_us, mut last_us) = (0u64, u64::MAX, 0u64);
+            for (&ts, &status) in times.iter().zip(run.statuses) {
+                if bound.keeps(status, ts) {
+                    kept += 1;
+                    first_us = first_us.min(ts);
+                    last_us = last_us.max(ts);
+                }
+            }
+            if kept == 0 {
                 continue;
             }
             let t = *slots[slot].get_or_insert_with(|| {
                 threads.push(ThreadProfile {
-                    thread_id: s.thread_id,
-                    interpreter_id: s.interpreter_id,
+                    thread_id: run.thread_id,
+                    interpreter_id: run.interpreter_id,
                     samples: 0,
-                    first_us: s.timestamp_us,
-                    last_us: s.timestamp_us,
+                    first_us,
+                    last_us,
                     stacks: Vec::new(),
                     status_counts: Box::new([0; 256]),
                 });
@@ -183,7 +200,7 @@ impl ProfileIndex {
             let entry = match current[slot] {
                 Some(entry) => entry,
                 None => {
-                    let id = stacks.intern(s.stack);
+                    let id = stacks.intern(run.stack);
                     let list = &mut threads[t].stacks;
                     let entry = *per_thread_stack[t].entry(id).or_insert_with(|| {
                         list.push((id, 0));
@@ -194,12 +211,16 @@ impl ProfileIndex {
                 }
             };
             let tp = &mut threads[t];
-            tp.stacks[entry].1 += 1;
-            tp.samples += 1;
-            tp.status_counts[s.status as usize] += 1;
-            tp.first_us = tp.first_us.min(s.timestamp_us);
-            tp.last_us = tp.last_us.max(s.timestamp_us);
-            total += 1;
+            tp.stacks[entry].1 += kept;
+            tp.samples += kept;
+            for (&ts, &status) in times.iter().zip(run.statuses) {
+                if bound.keeps(status, ts) {
+                    tp.status_counts[status as usize] += 1;
+                }
+            }
+            tp.first_us = tp.first_us.min(first_us);
+            tp.last_us = tp.last_us.max(last_us);
+            total += kept;
         }
         Ok(ProfileIndex {
             stacks,

@@ -27,6 +27,6 @@ pub use header::{
 };
 pub use index::ProfileIndex;
 pub use reader::{Decompression, SampleStream, TachFile};
-pub use records::{OwnedSample, RecordKind, RecordMix, Sample};
+pub use records::{OwnedSample, RecordKind, RecordMix, Run, Sample, RUN_BATCH};
 pub use tables::{FrameEntry, Location};
 pub use writer::{WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL};

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use super::error::{FormatError, Located, Region, Result, TachError};
 use super::header::{Compression, Footer, Header, Stats, FOOTER_SIZE, HEADER_SIZE};
-use super::records::{DecoderSetup, FrameCheck, OwnedSample, RecordMix, Sample, SampleDecoder};
+use super::records::{
+    DecoderSetup, FrameCheck, OwnedSample, RecordMix, Run, Sample, SampleDecoder,
+};
 use super::source::{ByteSource, SliceSource, ThreadedZstdSource, ZstdSource};
 use super::tables::{self, FrameEntry};
 
@@ -316,7 +318,7 @@ impl TachFile {
     /// Decodes every sample, checking everything CPython's reader checks.
     pub fn verify(&self) -> Result<RecordMix> {
         let mut stream = self.samples();
-        while stream.next_sample()?.is_some() {}
+        while stream.next_run()?.is_some() {}
         Ok(*stream.mix())
     }
 
@@ -389,6 +391,20 @@ impl<'a> SampleStream<'a> {
         let path = self.path;
         self.decoder
             .next_sample()
+            .map_err(|at| TachError::format(path, at))
+    }
+
+    /// The next run of samples with one stack (see [`Run`]), `Ok(None)` at the end.
+    #[inline(always)]
+    pub fn next_run(&mut self) -> Result<Option<Run<'_>>> {
+        if self.init_error.is_some() {
+            if let Some(e) = self.take_init_error() {
+                return Err(e);
+            }
+        }
+        let path = self.path;
+        self.decoder
+            .next_run()
             .map_err(|at| TachError::format(path, at))
     }
 
@@ -466,9 +482,23 @@ mod checked_path {
         file.collect_samples().map_err(|e| e.to_string())
     }
 
+    /// The same through [`SampleStream::next_run`], run by run.
+    fn decode_whole_by_runs(file: &TachFile) -> std::result::Result<Vec<OwnedSample>, String> {
+        let mut stream = file.samples();
+        let mut out = Vec::new();
+        loop {
+            match stream.next_run() {
+                Ok(Some(run)) => out.extend(run.samples().map(|s| s.to_owned())),
+                Ok(None) => return Ok(out),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
     fn decode_trickled(
         file: &TachFile,
         step: usize,
+        by_runs: bool,
     ) -> std::result::Result<Vec<OwnedSample>, String> {
         let source = Trickle {
             data: file.sample_region(),
@@ -478,8 +508,15 @@ mod checked_path {
         let mut decoder = SampleDecoder::new(source, file.decoder_setup(Region::File));
         let mut out = Vec::new();
         loop {
-            match decoder.next_sample() {
-                Ok(Some(s)) => out.push(s.to_owned()),
+            let step = if by_runs {
+                decoder
+                    .next_run()
+                    .map(|run| run.map(|r| out.extend(r.samples().map(|s| s.to_owned()))))
+            } else {
+                decoder.next_sample().map(|s| s.map(|s| out.push(s.to_owned())))
+            };
+            match step {
+                Ok(Some(())) => {}
                 Ok(None) => return Ok(out),
                 Err(at) => return Err(TachError::format(file.path(), at).to_string()),
             }
@@ -505,13 +542,38 @@ mod checked_path {
             let whole = decode_whole(&file).unwrap();
             assert!(!whole.is_empty(), "{name}");
             for step in [1, 3, 17] {
-                assert_eq!(
-                    decode_trickled(&file, step).unwrap(),
-                    whole,
-                    "{name} step {step}"
-                );
+                for by_runs in [false, true] {
+                    assert_eq!(
+                        decode_trickled(&file, step, by_runs).unwrap(),
+                        whole,
+                        "{name} step {step}, by runs: {by_runs}"
+                    );
+                }
             }
         }
+    }
+
+    /// Runs hold the samples `next_sample` gives, on every golden file (raw and zstd,
+    /// REPEAT records longer than a run included).
+    #[test]
+    fn runs_hold_the_same_samples() {
+        let dir = format!("{}/golden/cpython-3.15.2", env!("CARGO_MANIFEST_DIR"));
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "bin") {
+                continue;
+            }
+            let file = TachFile::open(&path).unwrap();
+            assert_eq!(
+                decode_whole_by_runs(&file),
+                decode_whole(&file),
+                "{}",
+                path.display()
+            );
+            files += 1;
+        }
+        assert!(files >= 10, "{files} golden files");
     }
 
     #[test]
@@ -534,7 +596,13 @@ mod checked_path {
                     continue;
                 };
                 let whole = decode_whole(&file);
-                let checked = decode_trickled(&file, 5);
+                let checked = decode_trickled(&file, 5, false);
+                assert_eq!(decode_whole_by_runs(&file), whole, "runs, byte {at}");
+                assert_eq!(
+                    decode_trickled(&file, 5, true),
+                    checked,
+                    "checked runs, byte {at}"
+                );
                 // The one designed difference: a REPEAT count too large for the bytes
                 // left is refused up front only when the whole region is at hand.
                 if let Err(e) = &whole {

@@ -48,6 +48,57 @@ pub struct Sample<'a> {
     pub kind: RecordKind,
 }
 
+/// Most samples a [`Run`] holds: the buffers behind it stay small (13 bytes a sample).
+pub const RUN_BATCH: u32 = 4096;
+
+/// Samples of one thread in a row with one stack: one FULL / SUFFIX / POP_PUSH sample,
+/// or entries of a REPEAT record. Consumers that aggregate take the stack once.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    /// Dense index of the (thread_id, interpreter_id) pair, in first-seen order.
+    pub thread: u32,
+    pub thread_id: u64,
+    pub interpreter_id: u32,
+    pub stack: &'a [u32],
+    /// As [`Sample::stack_changed`], for the run's first sample; the others share its
+    /// stack.
+    pub stack_changed: bool,
+    pub kind: RecordKind,
+    /// Each sample's time, in order; never empty.
+    pub timestamps_us: &'a [u64],
+    /// Each sample's status byte, in the same order.
+    pub statuses: &'a [u8],
+}
+
+impl<'a> Run<'a> {
+    /// Samples in the run (at least one).
+    pub fn len(&self) -> usize {
+        self.statuses.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.statuses.is_empty()
+    }
+
+    /// The run's samples one by one, as [`SampleDecoder::next_sample`] gives them.
+    pub fn samples(&self) -> impl Iterator<Item = Sample<'a>> + '_ {
+        self.timestamps_us
+            .iter()
+            .zip(self.statuses)
+            .enumerate()
+            .map(move |(i, (&timestamp_us, &status))| Sample {
+                thread: self.thread,
+                thread_id: self.thread_id,
+                interpreter_id: self.interpreter_id,
+                timestamp_us,
+                status,
+                stack: self.stack,
+                stack_changed: self.stack_changed && i == 0,
+                kind: self.kind,
+            })
+    }
+}
+
 /// An owned sample, for tests and small tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnedSample {
@@ -109,6 +160,10 @@ pub struct SampleDecoder<'a, S: ByteSource> {
     scratch: Vec<u32>,
     /// The same for the unchecked path: a fixed array needs no resizing per record.
     fresh: Box<[u32; MAX_STACK_DEPTH]>,
+    /// The run [`Self::next_run`] hands out: its samples' times and statuses.
+    run_timestamps: Box<[u64; RUN_BATCH as usize]>,
+    run_statuses: Box<[u8; RUN_BATCH as usize]>,
+    run_len: usize,
 }
 
 /// Settings of a decoder taken from the header.
@@ -147,6 +202,9 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             finished: false,
             scratch: Vec::with_capacity(MAX_STACK_DEPTH),
             fresh: Box::new([0; MAX_STACK_DEPTH]),
+            run_timestamps: Box::new([0; RUN_BATCH as usize]),
+            run_statuses: Box::new([0; RUN_BATCH as usize]),
+            run_len: 0,
         }
     }
 
@@ -288,13 +346,49 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         if self.repeat_left > 0 {
             return self.next_repeat_entry().map(Some);
         }
+        match self.next_record()? {
+            Next::End => Ok(None),
+            Next::Change(change) => Ok(Some(self.commit_change(change))),
+            Next::Repeat => self.next_repeat_entry().map(Some),
+        }
+    }
+
+    /// Decodes the next run of samples with one stack: a FULL / SUFFIX / POP_PUSH
+    /// sample, or a REPEAT record's entries (up to [`RUN_BATCH`] at a time, so a long
+    /// record may come as several runs). `Ok(None)` at the end of a valid region. The
+    /// same samples as [`Self::next_sample`] gives, without a step per sample.
+    #[inline(always)]
+    pub fn next_run(&mut self) -> Result<Option<Run<'_>>, Located> {
+        if self.repeat_left == 0 {
+            match self.next_record()? {
+                Next::End => return Ok(None),
+                Next::Change(change) => {
+                    let (slot, kind) = (change.slot, change.kind);
+                    let sample = self.commit_change(change);
+                    let (timestamp, status) = (sample.timestamp_us, sample.status);
+                    self.run_timestamps[0] = timestamp;
+                    self.run_statuses[0] = status;
+                    self.run_len = 1;
+                    return Ok(Some(self.run(slot, true, kind)));
+                }
+                Next::Repeat => {}
+            }
+        }
+        self.repeat_run().map(Some)
+    }
+
+    /// Decodes records up to the next sample: a FULL / SUFFIX / POP_PUSH record
+    /// applied to its thread's stack (not yet counted), or a REPEAT record with
+    /// entries, whose header is read (`repeat_left` is set).
+    #[inline(always)]
+    fn next_record(&mut self) -> Result<Next, Located> {
         loop {
             if self.finished {
-                return Ok(None);
+                return Ok(Next::End);
             }
             match self.record_in_window() {
-                Some(InWindow::Change(change)) => return Ok(Some(self.commit_change(change))),
-                Some(InWindow::Repeat) => return self.next_repeat_entry().map(Some),
+                Some(InWindow::Change(change)) => return Ok(Next::Change(change)),
+                Some(InWindow::Repeat) => return Ok(Next::Repeat),
                 Some(InWindow::EmptyRepeat) => continue,
                 None => {}
             }
@@ -311,7 +405,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                         },
                     ));
                 }
-                return Ok(None);
+                return Ok(Next::End);
             }
             if avail < RECORD_HEADER_SIZE {
                 self.finished = true;
@@ -340,9 +434,9 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
                 self.repeat_left = count;
                 self.repeat_thread = slot;
                 self.repeat_first = true;
-                return self.next_repeat_entry().map(Some);
+                return Ok(Next::Repeat);
             }
-            return self.decode_change(slot, kind).map(Some);
+            return self.decode_change(slot, kind).map(Next::Change);
         }
     }
 
@@ -383,7 +477,7 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
 
     /// The checked path of a FULL / SUFFIX / POP_PUSH record: every error reported
     /// where CPython reports it.
-    fn decode_change(&mut self, slot: u32, kind: RecordKind) -> Result<Sample<'_>, Located> {
+    fn decode_change(&mut self, slot: u32, kind: RecordKind) -> Result<Change, Located> {
         let head = grammar::read_change_head(self, kind)?;
         let depth = self.threads[slot as usize].stack.len();
         let keep_from = head
@@ -402,13 +496,76 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
         }
         self.scratch = fresh;
         read?;
-        Ok(self.commit_change(Change {
+        Ok(Change {
             slot,
             kind,
             delta: head.delta,
             status: head.status,
             written: count,
-        }))
+        })
+    }
+
+    /// Up to [`RUN_BATCH`] entries of the REPEAT record being decoded, as one run:
+    /// those at hand in the window in one tight loop, or one through the checked path
+    /// when the window ends first.
+    fn repeat_run(&mut self) -> Result<Run<'_>, Located> {
+        let slot = self.repeat_thread;
+        let first = std::mem::replace(&mut self.repeat_first, false);
+        let want = self.repeat_left.min(RUN_BATCH) as usize;
+        let mut time = self.threads[slot as usize].prev_timestamp;
+        let mut r = SliceReader {
+            bytes: self.src.window(),
+            pos: self.pos,
+        };
+        let mut n = 0;
+        // After the last whole entry: a failed read may have taken part of one.
+        let mut end = r.pos;
+        let slots = self.run_timestamps[..want]
+            .iter_mut()
+            .zip(&mut self.run_statuses[..want]);
+        for (timestamp, status) in slots {
+            let Ok((delta, s)) = grammar::read_repeat_entry(&mut r) else {
+                break;
+            };
+            end = r.pos;
+            time = time.wrapping_add(delta);
+            *timestamp = time;
+            *status = s;
+            n += 1;
+        }
+        self.pos = end;
+        if n == 0 {
+            let (delta, status) = grammar::read_repeat_entry(self)?;
+            time = time.wrapping_add(delta);
+            self.run_timestamps[0] = time;
+            self.run_statuses[0] = status;
+            n = 1;
+        }
+        self.run_len = n;
+        let n = n as u32;
+        self.repeat_left -= n;
+        self.decoded += n as u64;
+        self.mix.samples[RecordKind::Repeat as usize] += n as u64;
+        let t = &mut self.threads[slot as usize];
+        t.prev_timestamp = time;
+        let stack_changed = first && !t.seen_sample;
+        t.seen_sample = true;
+        self.mix.frames_in_samples += t.stack.len() as u64 * n as u64;
+        Ok(self.run(slot, stack_changed, RecordKind::Repeat))
+    }
+
+    fn run(&self, slot: u32, stack_changed: bool, kind: RecordKind) -> Run<'_> {
+        let t = &self.threads[slot as usize];
+        Run {
+            thread: slot,
+            thread_id: t.thread_id,
+            interpreter_id: t.interpreter_id,
+            stack: &t.stack,
+            stack_changed,
+            kind,
+            timestamps_us: &self.run_timestamps[..self.run_len],
+            statuses: &self.run_statuses[..self.run_len],
+        }
     }
 
     /// Counts a FULL / SUFFIX / POP_PUSH sample whose stack is already rebuilt.
@@ -586,6 +743,14 @@ struct Change {
     delta: u64,
     status: u8,
     written: u32,
+}
+
+/// What [`SampleDecoder::next_record`] decoded.
+enum Next {
+    End,
+    Change(Change),
+    /// A REPEAT record with entries: they follow.
+    Repeat,
 }
 
 /// What [`SampleDecoder::record_in_window`] decoded.
