@@ -273,68 +273,70 @@ fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, u
     let mut slots: Vec<SlotState> = Vec::new();
     let (mut samples, mut threads) = (0u64, 0usize);
     let mut stream = file.samples();
-    while let Some(s) = stream.next_sample()? {
-        let i = s.thread as usize;
-        if i >= slots.len() {
-            slots.resize_with(i + 1, SlotState::default);
-        }
-        if s.stack_changed {
-            slots[i].leaf = None;
-        }
-        if !bound.keep(&s) {
-            continue;
-        }
-        samples += 1;
-        let base = match slots[i].base {
-            Some(b) => b,
-            None => {
-                threads += 1;
-                let b = if per_thread {
-                    let text = if s.interpreter_id == 0 {
-                        format!("[thread {}]", s.thread_id)
+    while let Some(run) = stream.next_run()? {
+        for s in run.samples() {
+            let i = s.thread as usize;
+            if i >= slots.len() {
+                slots.resize_with(i + 1, SlotState::default);
+            }
+            if s.stack_changed {
+                slots[i].leaf = None;
+            }
+            if !bound.keep(&s) {
+                continue;
+            }
+            samples += 1;
+            let base = match slots[i].base {
+                Some(b) => b,
+                None => {
+                    threads += 1;
+                    let b = if per_thread {
+                        let text = if s.interpreter_id == 0 {
+                            format!("[thread {}]", s.thread_id)
+                        } else {
+                            format!("[thread {}, interpreter {}]", s.thread_id, s.interpreter_id)
+                        };
+                        tree.labels
+                            .push(Label::Thread(tree.thread_names.len() as u32));
+                        tree.thread_names.push(text);
+                        let label = tree.labels.len() as u32 - 1;
+                        tree.child(0, label)
                     } else {
-                        format!("[thread {}, interpreter {}]", s.thread_id, s.interpreter_id)
+                        0
                     };
-                    tree.labels
-                        .push(Label::Thread(tree.thread_names.len() as u32));
-                    tree.thread_names.push(text);
-                    let label = tree.labels.len() as u32 - 1;
-                    tree.child(0, label)
-                } else {
-                    0
-                };
-                slots[i].base = Some(b);
-                b
-            }
-        };
-        let leaf = match slots[i].leaf {
-            Some(l) => l,
-            None => {
-                let slot = &mut slots[i];
-                let shared = slot
-                    .path_frames
-                    .iter()
-                    .zip(s.stack.iter().rev())
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                slot.path_frames.truncate(shared);
-                slot.path_nodes.truncate(shared);
-                let mut node = slot.path_nodes.last().copied().unwrap_or(base);
-                for &f in s.stack[..s.stack.len() - shared].iter().rev() {
-                    // The reader validates frame indices; never index past them.
-                    let label = frame_label_id.get(f as usize).copied().unwrap_or(SKIP);
-                    if label != SKIP {
-                        node = tree.child(node, label);
-                    }
-                    slot.path_frames.push(f);
-                    slot.path_nodes.push(node);
+                    slots[i].base = Some(b);
+                    b
                 }
-                slots[i].leaf = Some(node);
-                node
+            };
+            let leaf = match slots[i].leaf {
+                Some(l) => l,
+                None => {
+                    let slot = &mut slots[i];
+                    let shared = slot
+                        .path_frames
+                        .iter()
+                        .zip(s.stack.iter().rev())
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    slot.path_frames.truncate(shared);
+                    slot.path_nodes.truncate(shared);
+                    let mut node = slot.path_nodes.last().copied().unwrap_or(base);
+                    for &f in s.stack[..s.stack.len() - shared].iter().rev() {
+                        // The reader validates frame indices; never index past them.
+                        let label = frame_label_id.get(f as usize).copied().unwrap_or(SKIP);
+                        if label != SKIP {
+                            node = tree.child(node, label);
+                        }
+                        slot.path_frames.push(f);
+                        slot.path_nodes.push(node);
+                    }
+                    slots[i].leaf = Some(node);
+                    node
+                }
+            };
+            if leaf != base {
+                tree.nodes[leaf as usize].total += 1;
             }
-        };
-        if leaf != base {
-            tree.nodes[leaf as usize].total += 1;
         }
     }
     tree.finish();

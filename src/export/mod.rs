@@ -110,9 +110,11 @@ impl<'a> ExportInput<'a> {
         };
         let bound: BoundFilter<'_> = self.filter.bind(origin);
         let mut stream = self.file.samples();
-        while let Some(s) = stream.next_sample()? {
-            if bound.keep(&s) {
-                f(&s);
+        while let Some(run) = stream.next_run()? {
+            for s in run.samples() {
+                if bound.keep(&s) {
+                    f(&s);
+                }
             }
         }
         Ok(())

@@ -82,35 +82,37 @@ fn collect(input: &ExportInput<'_>) -> Result<Tracks> {
     let mut slots: Vec<Slot> = Vec::new();
     let mut first: Option<u64> = None;
     let mut stream = file.samples();
-    while let Some(s) = stream.next_sample()? {
-        first = Some(first.map_or(s.timestamp_us, |m| m.min(s.timestamp_us)));
-        let i = s.thread as usize;
-        if i >= slots.len() {
-            slots.resize(i + 1, Slot::default());
-        }
-        let slot = &mut slots[i];
-        if s.stack_changed {
-            slot.stack = None;
-        }
-        // Every sample of the thread, kept or not, ends the previous kept one's time.
-        if let Some((t, stack, at)) = slot.pending.take() {
-            tracks[t].push(stack, s.timestamp_us.saturating_sub(at));
-        }
-        if !bound.keep(&s) {
-            continue;
-        }
-        let stack = *slot.stack.get_or_insert_with(|| stacks.intern(s.stack));
-        let t = *slot.track.get_or_insert_with(|| {
-            tracks.push(Track {
-                thread_id: s.thread_id,
-                interpreter_id: s.interpreter_id,
-                first_us: s.timestamp_us,
-                entries: Vec::new(),
-                total_us: 0,
+    while let Some(run) = stream.next_run()? {
+        for s in run.samples() {
+            first = Some(first.map_or(s.timestamp_us, |m| m.min(s.timestamp_us)));
+            let i = s.thread as usize;
+            if i >= slots.len() {
+                slots.resize(i + 1, Slot::default());
+            }
+            let slot = &mut slots[i];
+            if s.stack_changed {
+                slot.stack = None;
+            }
+            // Every sample of the thread, kept or not, ends the previous kept one's time.
+            if let Some((t, stack, at)) = slot.pending.take() {
+                tracks[t].push(stack, s.timestamp_us.saturating_sub(at));
+            }
+            if !bound.keep(&s) {
+                continue;
+            }
+            let stack = *slot.stack.get_or_insert_with(|| stacks.intern(s.stack));
+            let t = *slot.track.get_or_insert_with(|| {
+                tracks.push(Track {
+                    thread_id: s.thread_id,
+                    interpreter_id: s.interpreter_id,
+                    first_us: s.timestamp_us,
+                    entries: Vec::new(),
+                    total_us: 0,
+                });
+                tracks.len() - 1
             });
-            tracks.len() - 1
-        });
-        slot.pending = Some((t, stack, s.timestamp_us));
+            slot.pending = Some((t, stack, s.timestamp_us));
+        }
     }
     for slot in &slots {
         if let Some((t, stack, _)) = slot.pending {

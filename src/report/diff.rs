@@ -169,41 +169,43 @@ fn read_file(
     let mut seq = Vec::new();
     let mut scratch = Vec::new();
     let mut stream = file.samples();
-    while let Some(s) = stream.next_sample()? {
-        let slot = s.thread as usize;
-        if slot >= current.len() {
-            current.resize(slot + 1, None);
-        }
-        if s.stack_changed {
-            current[slot] = None;
-        }
-        if !bound.keep(&s) {
-            continue;
-        }
-        let id = match current[slot] {
-            Some(id) => id,
-            None => {
-                let id = stacks.intern(s.stack);
-                if id as usize == counted.len() {
-                    frames.stack_keys(keys, s.stack, &mut scratch);
-                    counted.push(match metric {
-                        Metric::SelfShare => scratch.first().copied().into_iter().collect(),
-                        Metric::Total => {
-                            let mut distinct = Vec::with_capacity(scratch.len());
-                            for &k in &scratch {
-                                if !distinct.contains(&k) {
-                                    distinct.push(k);
-                                }
-                            }
-                            distinct
-                        }
-                    });
-                }
-                current[slot] = Some(id);
-                id
+    while let Some(run) = stream.next_run()? {
+        for s in run.samples() {
+            let slot = s.thread as usize;
+            if slot >= current.len() {
+                current.resize(slot + 1, None);
             }
-        };
-        seq.push(id);
+            if s.stack_changed {
+                current[slot] = None;
+            }
+            if !bound.keep(&s) {
+                continue;
+            }
+            let id = match current[slot] {
+                Some(id) => id,
+                None => {
+                    let id = stacks.intern(s.stack);
+                    if id as usize == counted.len() {
+                        frames.stack_keys(keys, s.stack, &mut scratch);
+                        counted.push(match metric {
+                            Metric::SelfShare => scratch.first().copied().into_iter().collect(),
+                            Metric::Total => {
+                                let mut distinct = Vec::with_capacity(scratch.len());
+                                for &k in &scratch {
+                                    if !distinct.contains(&k) {
+                                        distinct.push(k);
+                                    }
+                                }
+                                distinct
+                            }
+                        });
+                    }
+                    current[slot] = Some(id);
+                    id
+                }
+            };
+            seq.push(id);
+        }
     }
     let mut per_key = HashMap::new();
     for &id in &seq {

@@ -61,10 +61,12 @@ impl FileInfo {
         let h = file.header();
         let (mut first, mut last) = (None::<u64>, None::<u64>);
         let mut stream = file.samples();
-        while let Some(s) = stream.next_sample()? {
-            let t = s.timestamp_us;
-            first = Some(first.map_or(t, |v| v.min(t)));
-            last = Some(last.map_or(t, |v| v.max(t)));
+        while let Some(run) = stream.next_run()? {
+            for s in run.samples() {
+                let t = s.timestamp_us;
+                first = Some(first.map_or(t, |v| v.min(t)));
+                last = Some(last.map_or(t, |v| v.max(t)));
+            }
         }
         let mix = *stream.mix();
         let sample_bytes = stream.bytes_consumed();

@@ -325,8 +325,10 @@ impl TachFile {
     /// Calls `f` for every sample in file order.
     pub fn for_each_sample(&self, mut f: impl FnMut(&Sample<'_>)) -> Result<RecordMix> {
         let mut stream = self.samples();
-        while let Some(s) = stream.next_sample()? {
-            f(&s);
+        while let Some(run) = stream.next_run()? {
+            for s in run.samples() {
+                f(&s);
+            }
         }
         Ok(*stream.mix())
     }
@@ -477,9 +479,17 @@ mod checked_path {
         }
     }
 
-    /// Every sample, or the error's text, decoding `file` the usual way.
+    /// Every sample, or the error's text, decoding `file` sample by sample.
     fn decode_whole(file: &TachFile) -> std::result::Result<Vec<OwnedSample>, String> {
-        file.collect_samples().map_err(|e| e.to_string())
+        let mut stream = file.samples();
+        let mut out = Vec::new();
+        loop {
+            match stream.next_sample() {
+                Ok(Some(s)) => out.push(s.to_owned()),
+                Ok(None) => return Ok(out),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
     }
 
     /// The same through [`SampleStream::next_run`], run by run.
@@ -513,7 +523,9 @@ mod checked_path {
                     .next_run()
                     .map(|run| run.map(|r| out.extend(r.samples().map(|s| s.to_owned()))))
             } else {
-                decoder.next_sample().map(|s| s.map(|s| out.push(s.to_owned())))
+                decoder
+                    .next_sample()
+                    .map(|s| s.map(|s| out.push(s.to_owned())))
             };
             match step {
                 Ok(Some(())) => {}

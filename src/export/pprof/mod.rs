@@ -111,28 +111,30 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut span: Option<(u64, u64)> = None;
     let mut stream = file.samples();
-    while let Some(s) = stream.next_sample()? {
-        let i = s.thread as usize;
-        if i >= slot_stack.len() {
-            slot_stack.resize(i + 1, None);
+    while let Some(run) = stream.next_run()? {
+        for s in run.samples() {
+            let i = s.thread as usize;
+            if i >= slot_stack.len() {
+                slot_stack.resize(i + 1, None);
+            }
+            if s.stack_changed {
+                slot_stack[i] = None;
+            }
+            if !bound.keep(&s) {
+                continue;
+            }
+            let stack = *slot_stack[i].get_or_insert_with(|| stacks.intern(s.stack));
+            span = Some(span.map_or((s.timestamp_us, s.timestamp_us), |(a, b)| {
+                (a.min(s.timestamp_us), b.max(s.timestamp_us))
+            }));
+            let key = (stack, s.thread_id, s.interpreter_id, s.status);
+            let n = keys.len();
+            let at = *counts.entry(key).or_insert(n);
+            if at == n {
+                keys.push((key, 0));
+            }
+            keys[at].1 += 1;
         }
-        if s.stack_changed {
-            slot_stack[i] = None;
-        }
-        if !bound.keep(&s) {
-            continue;
-        }
-        let stack = *slot_stack[i].get_or_insert_with(|| stacks.intern(s.stack));
-        span = Some(span.map_or((s.timestamp_us, s.timestamp_us), |(a, b)| {
-            (a.min(s.timestamp_us), b.max(s.timestamp_us))
-        }));
-        let key = (stack, s.thread_id, s.interpreter_id, s.status);
-        let n = keys.len();
-        let at = *counts.entry(key).or_insert(n);
-        if at == n {
-            keys.push((key, 0));
-        }
-        keys[at].1 += 1;
     }
 
     let mut strings = Strings::new();
