@@ -948,8 +948,13 @@ def mid(n):
 def top(n):
     return mid(n) if n % 2 else leaf(n)
 
+def say(*words):
+    # One write(2) per line: print() writes a line's words and its newline separately, so
+    # the exit thread's "crash" line could interleave with the main thread's "progress".
+    os.write(1, (" ".join(map(str, words)) + "\\n").encode())
+
 def crash():
-    print("crash", time.monotonic(), flush=True)
+    say("crash", time.monotonic())
     if how == "segfault":
         ctypes.string_at(0)
     elif how == "abort":
@@ -958,7 +963,7 @@ def crash():
 if how == "exit_thread":
     def exit_later():
         time.sleep(after)
-        print("crash", time.monotonic(), flush=True)
+        say("crash", time.monotonic())
         os._exit(1)
     threading.Thread(target=exit_later).start()
 
@@ -971,7 +976,7 @@ while True:
     now = time.monotonic()
     if now >= next_report:
         # The recorder's own count of samples written, and when.
-        print("progress", now, _native.samples_written(), flush=True)
+        say("progress", now, _native.samples_written())
         next_report = now + 0.05
     if how in ("segfault", "abort") and now - t0 >= after:
         crash()
