@@ -212,6 +212,13 @@ impl BoundFilter<'_> {
             .is_none_or(|t| t.contains(&thread_id))
     }
 
+    /// [`Self::keeps`] holds for every sample: no status terms and no time window.
+    #[inline]
+    pub fn keeps_every_status_and_time(&self) -> bool {
+        let f = self.filter;
+        f.status_set == 0 && f.status_clear == 0 && self.start_us.is_none() && self.end_us.is_none()
+    }
+
     /// The status and time parts of [`Self::keep`].
     #[inline]
     pub fn keeps(&self, status: u8, timestamp_us: u64) -> bool {

@@ -1,7 +1,10 @@
 //! The aggregated view of a profile: unique stacks, and per thread the samples of each
 //! stack and of each status byte. Exporters and reports that only need counts
-//! (collapsed, pstats, jsonl, flamegraph, the summary tables) read this instead of every
-//! sample, and its memory grows with unique stacks, not with samples.
+//! (collapsed, pstats and jsonl through `totals`, `tach top`, the differential
+//! flamegraph) read this instead of every sample, and its memory grows with unique
+//! stacks, not with samples. It is built from the decoder's runs: a REPEAT run is one
+//! stack lookup, and with no status or time filter one addition. (The flamegraph
+//! exporter builds its call tree straight from the runs instead; see its module.)
 
 use std::hash::Hasher;
 
@@ -156,6 +159,8 @@ impl ProfileIndex {
         let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
         let mut total = 0u64;
         let mut first_seen: Option<u64> = None;
+        // With no status or time terms a run is kept whole: no per-sample test.
+        let keep_all = bound.keeps_every_status_and_time();
         let mut stream = file.samples();
         while let Some(run) = stream.next_run()? {
             // A run's samples share a thread and a stack: only times and statuses vary.
@@ -174,11 +179,17 @@ impl ProfileIndex {
                 continue;
             }
             let (mut kept, mut first_us, mut last_us) = (0u64, u64::MAX, 0u64);
-            for (&ts, &status) in times.iter().zip(run.statuses) {
-                if bound.keeps(status, ts) {
-                    kept += 1;
-                    first_us = first_us.min(ts);
-                    last_us = last_us.max(ts);
+            if keep_all {
+                kept = times.len() as u64;
+                first_us = earliest;
+                last_us = times.iter().copied().max().unwrap_or(0);
+            } else {
+                for (&ts, &status) in times.iter().zip(run.statuses) {
+                    if bound.keeps(status, ts) {
+                        kept += 1;
+                        first_us = first_us.min(ts);
+                        last_us = last_us.max(ts);
+                    }
                 }
             }
             if kept == 0 {
@@ -213,9 +224,15 @@ impl ProfileIndex {
             let tp = &mut threads[t];
             tp.stacks[entry].1 += kept;
             tp.samples += kept;
-            for (&ts, &status) in times.iter().zip(run.statuses) {
-                if bound.keeps(status, ts) {
+            if keep_all {
+                for &status in run.statuses {
                     tp.status_counts[status as usize] += 1;
+                }
+            } else {
+                for (&ts, &status) in times.iter().zip(run.statuses) {
+                    if bound.keeps(status, ts) {
+                        tp.status_counts[status as usize] += 1;
+                    }
                 }
             }
             tp.first_us = tp.first_us.min(first_us);
