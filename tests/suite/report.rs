@@ -434,9 +434,9 @@ fn diff_command_is_deterministic_in_every_format() {
     assert_eq!(table.lines().count(), 2 + 3, "{table}");
 }
 
-/// The differential flamegraph of (b): parse's frame shows the diff's new share and
-/// change (parse calls nothing, so its frame's share is its self share) and is red;
-/// encode, which shrank, is blue.
+/// The differential flamegraph of (b): parse's frame shows the diff's base and new
+/// shares and the change (parse calls nothing, so its frame's share is its self share)
+/// and is red; encode, which shrank, is blue.
 #[test]
 fn diff_flamegraph_shows_the_shares_and_colours_by_change() {
     let open = |n: &str| vec![TachFile::open(diff_data(n)).unwrap()];
@@ -462,9 +462,11 @@ fn diff_flamegraph_shows_the_shares_and_colours_by_change() {
     for x in &r.rows[..2] {
         let name = format!("({})", x.key.funcname);
         let at = svg
-            .find(&format!("{name} ("))
+            .find(&format!("{name} [base "))
             .unwrap_or_else(|| panic!("no frame {name}"));
         let frame = &svg[at..at + 400];
+        let shares = format!("[base {:.2}%] (", x.base_pct);
+        assert!(frame.contains(&shares), "{name}: {shares} not in {frame}");
         let shares = format!("{:.2}%; {:+.2}%)", x.new_pct, x.change_points);
         assert!(frame.contains(&shares), "{name}: {shares} not in {frame}");
         let fill = if x.change_points > 0.0 {
@@ -474,4 +476,276 @@ fn diff_flamegraph_shows_the_shares_and_colours_by_change() {
         };
         assert!(frame.contains(fill), "{name}: {frame}");
     }
+}
+
+/// The table `tach top --by line` prints has CPython's `replay --pstats` rows: the same
+/// counts, percentages and seconds as CPython printed them, largest self first.
+#[test]
+fn top_table_prints_cpythons_pstats_rows() {
+    for stem in ["cpu_recursive", "threads_mixed", "stdlib_tests_large"] {
+        let bin = golden_path(&format!("{stem}.bin"));
+        let o = tach()
+            .args(["top", "--by", "line", "-l", "1000000"])
+            .arg(&bin)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let ours = String::from_utf8(o.stdout).unwrap();
+        let theirs = String::from_utf8(golden_output(stem, ".pstats.txt")).unwrap();
+        // A row: `self/total self% self_s total% total_s label`; CPython prints the
+        // file's base name, so the label is compared from its last '/'.
+        let rows = |text: &str, skip_header: &str| -> Vec<Vec<String>> {
+            text.lines()
+                .skip_while(|l| !l.contains(skip_header))
+                .skip(1)
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .filter(|c| c.len() >= 6 && c[0].contains('/'))
+                .map(|c| {
+                    let label = c[5..].join(" ");
+                    let base = match label.split_once('(') {
+                        Some((path, rest)) => {
+                            format!("{}({rest}", path.rsplit('/').next().unwrap())
+                        }
+                        None => label.clone(),
+                    };
+                    let mut row: Vec<String> = c[..5].iter().map(|s| s.to_string()).collect();
+                    row.push(base);
+                    row
+                })
+                .collect()
+        };
+        let mine = rows(&ours, "self/total");
+        let want = rows(&theirs, "nsamples");
+        assert!(want.len() > 10, "{stem}: {} CPython rows", want.len());
+        // Largest self first.
+        let selfs: Vec<u64> = mine
+            .iter()
+            .map(|r| r[0].split('/').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(selfs.windows(2).all(|w| w[0] >= w[1]), "{stem}: not sorted");
+        // CPython's table merges rows whose base names agree (two packages'
+        // `__init__.py:11(<module>)` are one row); tach keeps the full paths apart, as
+        // CPython's marshalled pstats do (top_by_line_is_cpythons_pstats). Such labels
+        // are left out here.
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for r in &mine {
+            *seen.entry(r[5].as_str()).or_default() += 1;
+        }
+        let unique = |r: &&Vec<String>| seen.get(r[5].as_str()).is_none_or(|&n| n == 1);
+        let a: Vec<Vec<String>> = mine.iter().filter(unique).cloned().collect();
+        let b: Vec<Vec<String>> = want.iter().filter(unique).cloned().collect();
+        assert!(
+            a.len() + 10 >= mine.len(),
+            "{stem}: {} shared base names",
+            mine.len() - a.len()
+        );
+        let (mut a, mut b) = (a, b);
+        a.sort();
+        b.sort();
+        let only_ours: Vec<_> = a.iter().filter(|r| !b.contains(r)).take(5).collect();
+        let only_theirs: Vec<_> = b.iter().filter(|r| !a.contains(r)).take(5).collect();
+        assert!(
+            a == b,
+            "{stem}: {} rows against CPython's {}; only ours: {only_ours:?}; only CPython's: {only_theirs:?}",
+            a.len(),
+            b.len()
+        );
+        // The header says what CPython's "Replaying N samples" says.
+        let n: &str = theirs.split_whitespace().nth(1).unwrap();
+        assert!(
+            ours.starts_with(&format!("{n} samples (")),
+            "{stem}: {}",
+            &ours[..60]
+        );
+    }
+}
+
+/// What the samples of synthetic_many_threads_none were, as fed to CPython's writer
+/// (its expected.json): per sample its time, thread id, status and frames (file, name).
+fn fed_samples(stem: &str) -> Vec<(u64, u64, u8, Vec<(String, String)>)> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&golden_output(stem, ".expected.json")).unwrap();
+    let strings: Vec<&str> = v["strings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let mut out = Vec::new();
+    for s in v["samples"].as_array().unwrap() {
+        let ts = s["timestamp_us"].as_u64().unwrap();
+        for i in s["interpreters"].as_array().unwrap() {
+            for t in i["threads"].as_array().unwrap() {
+                let frames = t["frames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| {
+                        let s = |k: usize| strings[f[k].as_u64().unwrap() as usize].to_string();
+                        (s(0), s(1))
+                    })
+                    .collect();
+                out.push((
+                    ts,
+                    t["thread_id"].as_u64().unwrap(),
+                    t["status"].as_u64().unwrap() as u8,
+                    frames,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `tach top` with each filter (thread, status terms, a time window, all together),
+/// by function and by file, equals the counts of the samples that were fed to
+/// CPython's writer: 76,263 thread samples of 380 threads in every status combination.
+#[test]
+fn top_filters_equal_the_samples_fed_to_cpythons_writer() {
+    let stem = "synthetic_many_threads_none";
+    let bin = golden_path(&format!("{stem}.bin"));
+    let fed = fed_samples(stem);
+    let origin = fed.iter().map(|s| s.0).min().unwrap();
+    // The busiest thread, so the thread filter keeps many samples.
+    let mut per_thread: HashMap<u64, usize> = HashMap::new();
+    for s in &fed {
+        *per_thread.entry(s.1).or_default() += 1;
+    }
+    let (&busy, _) = per_thread.iter().max_by_key(|(t, n)| (**n, **t)).unwrap();
+    // TACH-FORMAT.md's status bits.
+    const HAS_GIL: u8 = 1;
+    const ON_CPU: u8 = 2;
+    const MAIN: u8 = 32;
+    type Keep = Box<dyn Fn(u64, u64, u8) -> bool>;
+    let busy_s = busy.to_string();
+    let cases: Vec<(Vec<&str>, Keep)> = vec![
+        (
+            vec!["--thread", &busy_s],
+            Box::new(move |_, t, _| t == busy),
+        ),
+        (
+            vec!["--status", "has-gil"],
+            Box::new(|_, _, st| st & HAS_GIL != 0),
+        ),
+        (
+            vec!["--status", "no-on-cpu", "--status", "main-thread"],
+            Box::new(|_, _, st| st & ON_CPU == 0 && st & MAIN != 0),
+        ),
+        (
+            vec!["--start", "2", "--end", "5.5"],
+            Box::new(move |ts, _, _| ts >= origin + 2_000_000 && ts < origin + 5_500_000),
+        ),
+        (
+            vec![
+                "--start",
+                "1",
+                "--status",
+                "no-has-gil",
+                "--thread",
+                &busy_s,
+            ],
+            Box::new(move |ts, t, st| ts >= origin + 1_000_000 && t == busy && st & HAS_GIL == 0),
+        ),
+    ];
+    for (args, keep) in &cases {
+        for by in ["function", "file"] {
+            let mut want: HashMap<(String, String), (u64, u64)> = HashMap::new();
+            let mut kept = 0u64;
+            for (ts, t, st, frames) in &fed {
+                if !keep(*ts, *t, *st) {
+                    continue;
+                }
+                kept += 1;
+                let keys: Vec<(String, String)> = frames
+                    .iter()
+                    .map(|(f, n)| {
+                        (
+                            f.clone(),
+                            if by == "file" {
+                                String::new()
+                            } else {
+                                n.clone()
+                            },
+                        )
+                    })
+                    .collect();
+                if let Some(leaf) = keys.first() {
+                    want.entry(leaf.clone()).or_default().0 += 1;
+                }
+                let mut once = keys.clone();
+                once.sort();
+                once.dedup();
+                for k in once {
+                    want.entry(k).or_default().1 += 1;
+                }
+            }
+            assert!(kept > 100, "{args:?}: only {kept} samples kept");
+            let o = tach()
+                .args(["top", "--format", "json", "-l", "1000000", "--by", by])
+                .args(args)
+                .arg(&bin)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{args:?}: {o:?}");
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["samples"].as_u64(), Some(kept), "{args:?} by {by}");
+            let got: HashMap<(String, String), (u64, u64)> = v["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        (
+                            r["filename"].as_str().unwrap().to_string(),
+                            r["funcname"].as_str().unwrap().to_string(),
+                        ),
+                        (
+                            r["self_samples"].as_u64().unwrap(),
+                            r["total_samples"].as_u64().unwrap(),
+                        ),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{args:?} by {by}");
+        }
+    }
+}
+
+/// `--sort samples` orders by self samples, `--sort name` by label; `-l` keeps the
+/// first rows of that order.
+#[test]
+fn top_sorts_by_samples_and_by_name() {
+    let bin = golden_path("stdlib_tests_large.bin");
+    let rows = |sort: &str, limit: &str| -> Vec<serde_json::Value> {
+        let o = tach()
+            .args(["top", "--format", "json", "--sort", sort, "-l", limit])
+            .arg(&bin)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["rows"].as_array().unwrap().clone()
+    };
+    let all = rows("samples", "1000000");
+    assert!(all.len() > 100);
+    let selfs: Vec<u64> = all
+        .iter()
+        .map(|r| r["self_samples"].as_u64().unwrap())
+        .collect();
+    assert!(selfs.windows(2).all(|w| w[0] >= w[1]));
+    assert_eq!(rows("samples", "7"), all[..7].to_vec());
+    let by_name = rows("name", "1000000");
+    let labels: Vec<(String, String)> = by_name
+        .iter()
+        .map(|r| {
+            (
+                r["filename"].as_str().unwrap().to_string(),
+                r["funcname"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut sorted = labels.clone();
+    sorted.sort();
+    assert_eq!(labels, sorted);
+    assert_eq!(by_name.len(), all.len());
 }
