@@ -5,9 +5,10 @@
 //! compares), in parts per million, so runs at different rates compare. inferno then
 //! draws the new side's widths and colours each frame by the change of its own (self)
 //! share, scaled to the largest change (red grew, blue shrank); its tooltip gives the
-//! frame's new share (with its callees) and that change in points. For a frame that
-//! calls nothing the base share is their difference. The colour is the raw change:
-//! whether it is beyond noise is what the table's verdict says.
+//! frame's new share (with its callees) and that change in points. inferno has no
+//! place for the base side's share, so each frame's label ends with it
+//! (`name [base 3.10%]`, with its callees, as the new share). The colour is the raw
+//! change: whether it is beyond noise is what the table's verdict says.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -84,11 +85,38 @@ pub fn write_flamegraph(
     let mut paths: BTreeMap<String, [f64; 2]> = BTreeMap::new();
     side_paths(base, filter, by, &mut keys, &mut paths, 0)?;
     side_paths(new, filter, by, &mut keys, &mut paths, 1)?;
+    // Each frame's base share with its callees: the sum over the paths through it.
+    // inferno's tooltip gives only the new side's share, so the base share goes into
+    // the frame's label. All paths through one frame get the same label for it, so
+    // inferno still merges them into one frame.
+    let mut base_through: BTreeMap<&str, f64> = BTreeMap::new();
+    for (p, s) in &paths {
+        let mut end = 0;
+        for label in p.split(';') {
+            end += label.len();
+            *base_through.entry(&p[..end]).or_insert(0.0) += s[0];
+            end += 1;
+        }
+    }
+    let labelled = |p: &str| -> String {
+        let mut out = String::with_capacity(p.len() + 24);
+        let mut end = 0;
+        for (i, label) in p.split(';').enumerate() {
+            end += label.len();
+            if i > 0 {
+                out.push(';');
+            }
+            let base = base_through.get(&p[..end]).copied().unwrap_or(0.0);
+            out.push_str(&format!("{label} [base {:.2}%]", 100.0 * base));
+            end += 1;
+        }
+        out
+    };
     let lines: Vec<String> = paths
         .iter()
         .map(|(p, s)| (p, (s[0] * SCALE).round(), (s[1] * SCALE).round()))
         .filter(|(_, b, n)| *b > 0.0 || *n > 0.0)
-        .map(|(p, b, n)| format!("{p} {b} {n}"))
+        .map(|(p, b, n)| format!("{} {b} {n}", labelled(p)))
         .collect();
     if lines.is_empty() {
         return Err(ReportError::Usage(
@@ -99,7 +127,7 @@ pub fn write_flamegraph(
     opt.title = title.to_string();
     opt.subtitle = Some(
         "width: new share; colour: change of own share (red grew, blue shrank); \
-         tooltip: new share; change of own share in points"
+         tooltip: base share with callees, new share with callees; change of own share in points"
             .into(),
     );
     opt.count_name = "ppm of samples".into();
