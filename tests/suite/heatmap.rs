@@ -362,3 +362,74 @@ fn heatmap_counts_equal_cpython_heatmap() {
         "only {compared} files compared with CPython's heatmap"
     );
 }
+
+/// The workload script's entry in the page's data, exported with its recorded
+/// repository mapped to `repo`.
+fn workload_file_entry(repo: &Path) -> Value {
+    let data = heatmap_data(
+        &workload(),
+        &[
+            "--source-root",
+            &format!("{RECORDED_REPO}={}", repo.display()),
+        ],
+    );
+    data["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with("/stdlib_workload.py"))
+        .expect("the workload script in the heatmap")
+        .clone()
+}
+
+/// A source that no longer fits the profile still gives its line counts, and the page
+/// says why: a file shorter than its sampled lines is "changed"; a file whose sampled
+/// functions lost their `def` lines is shown with a warning that it may have changed.
+#[test]
+fn heatmap_says_when_a_source_changed() {
+    let script = root().join("tests/data/heatmap/stdlib_workload.py");
+    let text = std::fs::read_to_string(&script).unwrap();
+    let place = |dir: &tempfile::TempDir, body: &str| {
+        let to = dir.path().join("tests/data/heatmap");
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::write(to.join("stdlib_workload.py"), body).unwrap();
+    };
+    // As recorded: the source is shown and nothing is said.
+    let same = tempfile::tempdir().unwrap();
+    place(&same, &text);
+    let ok = workload_file_entry(same.path());
+    assert_eq!(ok["status"], "ok", "{ok}");
+    assert!(ok["note"].is_null(), "{ok}");
+    let lines = ok["lines"].clone();
+    assert!(lines.as_array().unwrap().len() >= 5, "{ok}");
+
+    // Cut to 10 lines: changed, no source, the same counts.
+    let cut = tempfile::tempdir().unwrap();
+    let ten: String = text.lines().take(10).map(|l| format!("{l}\n")).collect();
+    place(&cut, &ten);
+    let changed = workload_file_entry(cut.path());
+    assert_eq!(changed["status"], "changed", "{changed}");
+    let note = changed["note"].as_str().unwrap();
+    assert!(note.contains("the file has 10 lines"), "{note}");
+    assert_eq!(changed["lines"], lines);
+    assert!(changed["src"].as_array().unwrap().is_empty(), "{changed}");
+
+    // The functions renamed: shown, with a warning naming one of them.
+    let renamed = tempfile::tempdir().unwrap();
+    place(
+        &renamed,
+        &text
+            .replace("def encode(", "def encode_renamed(")
+            .replace("def wrap(", "def wrap_renamed("),
+    );
+    let warned = workload_file_entry(renamed.path());
+    assert_eq!(warned["status"], "ok", "{warned}");
+    let note = warned["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("the source may have changed: no def or class line found for")
+            && (note.contains("encode (line") || note.contains("wrap (line")),
+        "{note}"
+    );
+    assert_eq!(warned["lines"], lines);
+    assert!(!warned["src"].as_array().unwrap().is_empty(), "{warned}");
+}
