@@ -287,3 +287,142 @@ fn pprof_output_is_deterministic() {
         assert_eq!(a, b, "{name}: two exports differ");
     }
 }
+
+/// `go tool pprof -top -filefunctions` rows: `NAME FILE` -> (flat, cum) samples.
+/// pprof shortens a name that is all `<...>` (`<module>`, `<GC>`) to nothing, leaving
+/// ` FILE` (or `FILE`).
+fn pprof_top(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut rows = BTreeMap::new();
+    let mut on = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("flat ") {
+            on = true;
+            continue;
+        }
+        if !on || line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (flat, cum) = (f[0].parse().unwrap(), f[3].parse().unwrap());
+        let rest = after_fields(line, 5);
+        let old = rows.insert(rest.to_string(), (flat, cum));
+        assert!(old.is_none(), "pprof row {rest} twice");
+    }
+    rows
+}
+
+/// go tool pprof's own `-top` figures (flat and cum samples per function and file,
+/// `-filefunctions`) equal `tach top`'s self and total samples by function, and its
+/// wall or cpu values are the samples times the period (the file's interval).
+#[test]
+fn go_pprof_top_flat_and_cum_equal_tach_top() {
+    let Some(go) = go() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "cpu_recursive",
+        "threads_mixed_cpu",
+        "deep_recursion",
+        "stdlib_tests_large",
+    ] {
+        let bin = common::golden_path(&format!("{name}.bin"));
+        let out = tmp(&dir, name);
+        export(&bin, &out);
+        let top = pprof_top(&pprof(
+            go,
+            &[
+                "-top",
+                "-filefunctions",
+                "-nodefraction=0",
+                "-nodecount=1000000",
+                "-sample_index=samples",
+            ],
+            &out,
+        ));
+        let o = Command::new(env!("CARGO_BIN_EXE_tach"))
+            .args(["top", "--format", "json", "-l", "1000000"])
+            .arg(&bin)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let total = v["samples"].as_u64().unwrap();
+        let mut ours: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let mut shortened = 0;
+        for r in v["rows"].as_array().unwrap() {
+            let (file, func) = (
+                r["filename"].as_str().unwrap(),
+                r["funcname"].as_str().unwrap(),
+            );
+            if func.starts_with('<') {
+                shortened += 1;
+                continue;
+            }
+            let figures = (
+                r["self_samples"].as_u64().unwrap(),
+                r["total_samples"].as_u64().unwrap(),
+            );
+            assert!(ours.insert(format!("{func} {file}"), figures).is_none());
+        }
+        // Rows pprof shows with a name are compared one to one; shortened names (a
+        // file's `<module>` and `<lambda>` merge into one unnamed row) are left out.
+        let mut flat_compared = 0;
+        let mut unnamed = 0;
+        for (row, figures) in &top {
+            match ours.get(row) {
+                Some(want) => {
+                    assert_eq!(
+                        figures, want,
+                        "{name}: {row}: go tool pprof -top flat/cum against tach top self/total"
+                    );
+                    flat_compared += figures.0;
+                }
+                None => unnamed += 1,
+            }
+        }
+        assert_eq!(
+            top.len() - unnamed,
+            ours.len(),
+            "{name}: every named row in both"
+        );
+        assert!(
+            unnamed <= shortened,
+            "{name}: {unnamed} rows of pprof's unmatched"
+        );
+        assert!(
+            flat_compared * 10 >= total * 8,
+            "{name}: only {flat_compared} of {total} samples compared"
+        );
+
+        // Every sample's time value is its count times the period.
+        let raw = pprof(go, &["-raw"], &out);
+        let period: u64 = raw
+            .lines()
+            .find_map(|l| l.strip_prefix("Period: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let interval_ns = u64::from(
+            tach::TachFile::open(&bin)
+                .unwrap()
+                .header()
+                .sample_interval_us,
+        ) * 1000;
+        assert_eq!(period, interval_ns, "{name}");
+        let mut counted = 0;
+        for line in raw.lines() {
+            let Some((values, _)) = line.split_once(':') else {
+                continue;
+            };
+            let v: Vec<u64> = match values.split_whitespace().map(str::parse).collect() {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            if v.len() == 2 {
+                assert_eq!(v[1], v[0] * period, "{name}: {line}");
+                counted += v[0];
+            }
+        }
+        assert_eq!(counted, total, "{name}: samples in -raw");
+    }
+}
