@@ -402,12 +402,11 @@ fn go_pprof_top_flat_and_cum_equal_tach_top() {
             .trim()
             .parse()
             .unwrap();
-        let interval_ns = u64::from(
-            tach::TachFile::open(&bin)
-                .unwrap()
-                .header()
-                .sample_interval_us,
-        ) * 1000;
+        let interval_ns = tach::TachFile::open(&bin)
+            .unwrap()
+            .header()
+            .sample_interval_us
+            * 1000;
         assert_eq!(period, interval_ns, "{name}");
         let mut counted = 0;
         for line in raw.lines() {

@@ -560,9 +560,13 @@ fn top_table_prints_cpythons_pstats_rows() {
     }
 }
 
+/// One thread's sample as fed to CPython's writer: time, thread id, status and frames
+/// (file, function name), innermost first.
+type FedSample = (u64, u64, u8, Vec<(String, String)>);
+
 /// What the samples of synthetic_many_threads_none were, as fed to CPython's writer
-/// (its expected.json): per sample its time, thread id, status and frames (file, name).
-fn fed_samples(stem: &str) -> Vec<(u64, u64, u8, Vec<(String, String)>)> {
+/// (its expected.json).
+fn fed_samples(stem: &str) -> Vec<FedSample> {
     let v: serde_json::Value =
         serde_json::from_slice(&golden_output(stem, ".expected.json")).unwrap();
     let strings: Vec<&str> = v["strings"]
