@@ -11,6 +11,7 @@ pub(crate) mod opnames;
 pub mod output;
 mod pushdown;
 mod schema;
+mod semantics;
 mod tables;
 
 use std::path::{Path, PathBuf};
@@ -141,7 +142,8 @@ impl QueryEngine {
     /// same output columns and types as the original; anything else runs as written.
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
         let original = self.lazy_as_written(sql)?;
-        let rewritten = pushdown::rewrite(sql, self.sources.len()).and_then(|r| {
+        let sql = semantics::apply(sql)?;
+        let rewritten = pushdown::rewrite(&sql, self.sources.len()).and_then(|r| {
             let mut ctx = self.context().ok()?;
             for (k, columns) in r.distinct_stacks.iter().enumerate() {
                 let name = format!("{}_{k}", pushdown::DISTINCT_STACKS_TABLE);
@@ -156,8 +158,9 @@ impl QueryEngine {
     /// reference the pushdown is tested against.
     pub fn lazy_as_written(&self, sql: &str) -> Result<LazyFrame> {
         guard::check(sql, &TABLES)?;
+        let sql = semantics::apply(sql)?;
         let mut ctx = self.context()?;
-        ctx.execute(sql).map_err(|e| sql_error(sql, e))
+        ctx.execute(&sql).map_err(|e| sql_error(&sql, e))
     }
 
     /// Runs the query.
