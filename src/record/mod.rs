@@ -7,6 +7,7 @@
 //!   fingerprint that notices reused addresses.
 //! - `linetable`: CPython's location table.
 //! - `sampler`: the native sampling thread, the statistics and the TACH writer.
+//! - `pause`: pausing the thread that holds the GIL while a tick reads the stacks.
 //! - `target`: finding this process's interpreter and its layout.
 //! - `cli`: the command line that runs a Python program under the recorder.
 //!
@@ -22,6 +23,8 @@ mod layout;
 mod linetable;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod memory;
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+mod pause;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) mod resolve;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]

@@ -21,6 +21,7 @@ use crate::tach::{
 use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
 use super::linetable;
 use super::memory::{MemoryReader, ReadError};
+use super::pause::Pauser;
 use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
 
 /// Status byte bits, with CPython's meanings.
@@ -58,6 +59,9 @@ pub struct RecordOptions {
     /// Frames whose file name starts with one of these are left out (the recorder's
     /// own harness).
     pub hidden_prefixes: Vec<String>,
+    /// Pause the thread holding the GIL while a tick reads the stacks, so that every
+    /// sample describes one moment (see `pause`).
+    pub blocking: bool,
 }
 
 impl RecordOptions {
@@ -72,6 +76,7 @@ impl RecordOptions {
             compression: Compression::Zstd,
             duration: None,
             hidden_prefixes: Vec::new(),
+            blocking: true,
         }
     }
 
@@ -191,6 +196,8 @@ pub struct Sampler {
     debug: bool,
     /// Samples written so far, for [`Session::samples_written`].
     progress: Arc<AtomicU64>,
+    /// Pauses the GIL holder during a tick (`RecordOptions::blocking`, in-process).
+    pauser: Option<Pauser>,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -549,6 +556,7 @@ impl Sampler {
             path: opts.path.clone(),
             ..RecordStats::default()
         };
+        let (opts_blocking, target_pid) = (opts.blocking, target.pid);
         Ok(Sampler {
             target,
             opts,
@@ -581,6 +589,11 @@ impl Sampler {
             retry_reasons: Vec::new(),
             debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
             progress: Arc::new(AtomicU64::new(0)),
+            // Only our own threads can be paused with a signal.
+            // SAFETY: getpid has no preconditions.
+            pauser: (opts_blocking && target_pid == unsafe { libc::getpid() } as u64)
+                .then(Pauser::new)
+                .flatten(),
         })
     }
 
@@ -657,6 +670,11 @@ impl Sampler {
             if let (false, Some((lo, _))) = (o.gil_in_runtime, gil) {
                 gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
             }
+            if let (Some(_), Some(state)) = (&self.pauser, gil_state) {
+                if n_interp == 1 {
+                    gil_state = Some(self.pause_gil_holder(&o, interp, state));
+                }
+            }
             let (gil_locked, gil_holder) = gil_state.unwrap_or((false, 0));
             // Main thread only: go straight to the main thread's state found at an
             // earlier tick (it lives as long as the interpreter), checking that it still
@@ -728,6 +746,9 @@ impl Sampler {
             interp = next_interp;
         }
         self.small_buf = buf;
+        if let Some(p) = &mut self.pauser {
+            p.resume();
+        }
         // Forget /proc handles of threads that are gone.
         let seen = &self.seen_tids;
         if self.proc_stat.len() > seen.len() {
@@ -737,6 +758,69 @@ impl Sampler {
             self.last_frame.retain(|tid, _| seen.contains(tid));
         }
         Ok(ok)
+    }
+
+    /// Pauses the thread that holds the main interpreter's GIL, so that no thread's
+    /// Python stack changes while the tick reads them, and returns the GIL state that
+    /// holds while it is paused. The holder can drop the GIL between the read of the
+    /// state and the pause; the state is read again once paused, and a new holder is
+    /// paused instead (a few times at most). With no holder, or a thread that cannot be
+    /// paused in time, the tick reads running threads as without the pause.
+    fn pause_gil_holder(
+        &mut self,
+        o: &Offsets,
+        interp: u64,
+        mut state: (bool, u64),
+    ) -> (bool, u64) {
+        let Some((lo, len)) = gil_span(o) else {
+            return state;
+        };
+        let base = if o.gil_in_runtime {
+            self.target.runtime
+        } else {
+            interp
+        };
+        let mut gil = [0u8; 64];
+        let Some(gil) = gil.get_mut(..len) else {
+            return state;
+        };
+        let mut tid_bytes = [0u8; 8];
+        for _ in 0..3 {
+            let (locked, holder) = state;
+            if !locked || holder == 0 {
+                return state;
+            }
+            if self
+                .target
+                .mem
+                .read(
+                    holder.wrapping_add(o.tstate_native_thread_id),
+                    &mut tid_bytes,
+                )
+                .is_err()
+            {
+                return state;
+            }
+            let tid = u64::from_ne_bytes(tid_bytes);
+            let Some(pauser) = self.pauser.as_mut() else {
+                return state;
+            };
+            if tid == 0 || !pauser.pause(tid) {
+                return state;
+            }
+            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
+                return state;
+            }
+            let now = gil_fields(o, gil, lo);
+            if now == state {
+                return state;
+            }
+            state = now;
+        }
+        if let Some(p) = &mut self.pauser {
+            p.resume();
+        }
+        state
     }
 
     /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as

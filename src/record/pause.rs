@@ -1,0 +1,294 @@
+//! Pausing one thread of our own process while the sampler reads it.
+//!
+//! The in-process sampler reads a running interpreter. A thread that runs Python code
+//! while its frames are read can push or pop frames during the read, and every rule
+//! that detects a torn read and retries or trims picks a later moment than the tick's,
+//! which moves time away from short calls and generator resumes (docs/recorder.md).
+//! Only the thread holding the GIL runs Python code, so pausing that one thread makes
+//! every thread's Python stack hold still: the read describes one moment, as py-spy's
+//! and CPython's `--blocking` modes do by stopping the whole process.
+//!
+//! The pause is a real-time signal sent to the thread with `rt_tgsigqueueinfo`, carrying
+//! a sequence number. Its handler (async-signal-safe: atomics and `futex` only) says it
+//! is paused, then waits until the sampler releases that sequence number, or until
+//! [`MAX_PAUSE`] has passed, so that a sampler that never releases (it died, or it
+//! waits for a lock the paused thread holds, such as a malloc arena's) cannot stop
+//! the program for longer. A signal that arrives after the sampler gave up on it finds
+//! its sequence number released and returns at once.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long the sampler waits for the thread to say it is paused.
+const ACK_TIMEOUT: Duration = Duration::from_millis(2);
+/// The longest a thread stays paused.
+const MAX_PAUSE: Duration = Duration::from_millis(20);
+
+/// The sequence number the paused thread acknowledged.
+static ACKED: AtomicU32 = AtomicU32::new(0);
+/// Every sequence number up to this one is released.
+static RELEASED: AtomicU32 = AtomicU32::new(0);
+/// The signal used, once installed (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT on a valid, aligned u32 with a valid timeout; it only reads
+    // the word and may return early (EINTR, EAGAIN), which callers handle by looping.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a valid, aligned u32.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        );
+    }
+}
+
+/// `a` is at or after `b` in wrapping sequence order.
+fn reached(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) < u32::MAX / 2
+}
+
+/// The monotonic clock, async-signal-safe.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime is async-signal-safe and ts is writable.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+extern "C" fn on_pause(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo (SA_SIGINFO); errno is saved and
+    // restored around the futex calls, as a handler must.
+    unsafe {
+        let errno = *libc::__errno_location();
+        let seq = (*info).si_value().sival_ptr as usize as u32;
+        if !reached(RELEASED.load(Ordering::Acquire), seq) {
+            ACKED.store(seq, Ordering::Release);
+            futex_wake(&ACKED);
+            let start = now_ns();
+            let limit = MAX_PAUSE.as_nanos() as u64;
+            loop {
+                let released = RELEASED.load(Ordering::Acquire);
+                if reached(released, seq) {
+                    break;
+                }
+                let waited = now_ns().saturating_sub(start);
+                if waited >= limit {
+                    break;
+                }
+                futex_wait(&RELEASED, released, Duration::from_nanos(limit - waited));
+            }
+        }
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// Installs the handler on a free real-time signal (one whose action is the default,
+/// counting down from SIGRTMAX); `None` when there is none.
+fn install() -> Option<i32> {
+    static INSTALLED: OnceLock<Option<i32>> = OnceLock::new();
+    *INSTALLED.get_or_init(|| {
+        let (lo, hi) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+        for sig in (lo + 2..=hi - 1).rev() {
+            // SAFETY: sigaction with a null new action only reads the current one.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL {
+                continue;
+            }
+            // SAFETY: a zeroed sigaction with our handler, SA_SIGINFO for its signature,
+            // SA_RESTART so that system calls the pause interrupts are restarted.
+            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+            act.sa_sigaction = on_pause as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            unsafe { libc::sigemptyset(&mut act.sa_mask) };
+            if unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) } == 0 {
+                SIGNAL.store(sig, Ordering::Relaxed);
+                return Some(sig);
+            }
+        }
+        None
+    })
+}
+
+/// Pauses threads of this process, one at a time; [`Pauser::resume`] (or drop)
+/// releases the paused one.
+#[derive(Debug)]
+pub struct Pauser {
+    signal: i32,
+    pid: i32,
+    next: u32,
+    /// The sequence number of the thread paused now.
+    held: Option<u32>,
+    /// Pauses that took effect, and requests the thread did not acknowledge in time.
+    pub paused: u64,
+    pub timeouts: u64,
+}
+
+impl Pauser {
+    /// `None` when no real-time signal is free for the handler.
+    pub fn new() -> Option<Pauser> {
+        let signal = install()?;
+        Some(Pauser {
+            signal,
+            // SAFETY: getpid has no preconditions.
+            pid: unsafe { libc::getpid() },
+            next: RELEASED.load(Ordering::Acquire),
+            held: None,
+            paused: 0,
+            timeouts: 0,
+        })
+    }
+
+    /// Pauses thread `tid` (releasing any thread paused before). False when the thread
+    /// could not be paused in time (it is gone, blocks the signal, or is not scheduled).
+    pub fn pause(&mut self, tid: u64) -> bool {
+        self.resume();
+        self.next = self.next.wrapping_add(1);
+        let seq = self.next;
+        // SAFETY: a zeroed siginfo with the fields rt_tgsigqueueinfo reads: signo,
+        // SI_QUEUE as the code (a process may send itself any negative code), our pid
+        // and uid, and the sequence number as the value.
+        let sent = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            info.si_signo = self.signal;
+            info.si_code = libc::SI_QUEUE;
+            let raw = &mut info as *mut libc::siginfo_t as *mut u8;
+            // Linux x86-64/aarch64 layout of the _rt member: pid (i32), uid (u32), then
+            // sigval at offset 8 of the union, which starts at offset 16.
+            *(raw.add(16) as *mut i32) = self.pid;
+            *(raw.add(20) as *mut u32) = libc::getuid();
+            *(raw.add(24) as *mut usize) = seq as usize;
+            libc::syscall(
+                libc::SYS_rt_tgsigqueueinfo,
+                self.pid,
+                tid as libc::pid_t,
+                self.signal,
+                &info as *const libc::siginfo_t,
+            ) == 0
+        };
+        if !sent {
+            RELEASED.store(seq, Ordering::Release);
+            return false;
+        }
+        let start = Instant::now();
+        loop {
+            let acked = ACKED.load(Ordering::Acquire);
+            if acked == seq {
+                self.held = Some(seq);
+                self.paused += 1;
+                return true;
+            }
+            let waited = start.elapsed();
+            if waited >= ACK_TIMEOUT {
+                // Released before it is acknowledged: a late signal returns at once.
+                RELEASED.store(seq, Ordering::Release);
+                futex_wake(&RELEASED);
+                self.timeouts += 1;
+                return false;
+            }
+            futex_wait(&ACKED, acked, ACK_TIMEOUT - waited);
+        }
+    }
+
+    /// Releases the paused thread, if any.
+    pub fn resume(&mut self) {
+        if let Some(seq) = self.held.take() {
+            RELEASED.store(seq, Ordering::Release);
+            futex_wake(&RELEASED);
+        }
+    }
+}
+
+impl Drop for Pauser {
+    fn drop(&mut self) {
+        self.resume();
+        // Nothing may stay paused on a sequence number we will not release.
+        RELEASED.store(self.next, Ordering::Release);
+        futex_wake(&RELEASED);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::Arc;
+
+    /// A busy thread stops counting while paused and goes on once resumed.
+    #[test]
+    fn a_paused_thread_holds_still_until_resumed() {
+        let count = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicU64::new(0));
+        let worker = {
+            let (count, stop, tid) = (count.clone(), stop.clone(), tid.clone());
+            std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() } as u64, Ordering::Release);
+                while !stop.load(Ordering::Relaxed) {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        while tid.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        let mut p = Pauser::new().expect("a free real-time signal");
+        let mut held_still = 0;
+        for _ in 0..20 {
+            if !p.pause(tid.load(Ordering::Acquire)) {
+                continue;
+            }
+            let before = count.load(Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(2));
+            if count.load(Ordering::Relaxed) == before {
+                held_still += 1;
+            }
+            p.resume();
+            let after = count.load(Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(2));
+            assert!(count.load(Ordering::Relaxed) > after, "not resumed");
+        }
+        stop.store(true, Ordering::Relaxed);
+        worker.join().unwrap();
+        // On a loaded machine a request can time out (the thread was not scheduled
+        // within ACK_TIMEOUT); every pause that took effect held the thread still.
+        assert!(p.paused >= 5, "{p:?}");
+        assert_eq!(held_still, p.paused, "{p:?}");
+    }
+
+    /// A thread that is gone cannot be paused, and nothing waits for it.
+    #[test]
+    fn a_gone_thread_is_not_paused() {
+        let tid = std::thread::spawn(|| unsafe { libc::gettid() } as u64)
+            .join()
+            .unwrap();
+        let mut p = Pauser::new().expect("a free real-time signal");
+        assert!(!p.pause(tid));
+    }
+}
