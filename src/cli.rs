@@ -932,6 +932,10 @@ struct RecordArgs {
     /// No <GC> frames.
     #[arg(long)]
     no_gc: bool,
+    /// Read running threads instead of pausing the one holding the GIL while each
+    /// sample is read (cheaper at high rates; samples can mix two moments).
+    #[arg(long)]
+    no_blocking: bool,
     /// Compression of the sample data.
     #[arg(long, value_parser = ["auto", "zstd", "none"])]
     compression: Option<String>,
@@ -951,6 +955,7 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
     rc.all_threads = args.all_threads;
     rc.opcodes = args.opcodes;
     rc.no_gc = args.no_gc;
+    rc.no_blocking = args.no_blocking;
     rc.compression = args.compression;
     rc.duration = args.duration;
     let status = rc.run()?;

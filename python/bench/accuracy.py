@@ -247,8 +247,8 @@ def shares(stacks, driver):
     return pct(self_c), pct(incl_c), total
 
 
-def run_tach(py, env, driver, seconds, rate, out):
-    cmd = py + ["-m", "tach", "run", "--no-gc", "-r", str(rate), "-o", out + ".tach",
+def run_tach(py, env, driver, seconds, rate, out, extra=()):
+    cmd = py + ["-m", "tach", "run", "--no-gc", *extra, "-r", str(rate), "-o", out + ".tach",
                 driver, str(seconds)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if p.returncode != 0:
@@ -340,6 +340,8 @@ def main():
                     help="a directory holding the tach package for --python")
     ap.add_argument("--lib", default=os.path.join(ROOT, ".venv-accuracy", "lib"))
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--no-blocking", action="store_true",
+                    help="record with python -m tach run --no-blocking")
     ap.add_argument("--keep", default=None, help="keep recordings in this directory")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse the reference's recordings already in --keep (tach runs again)")
@@ -367,7 +369,8 @@ def main():
         with open(driver, "w") as f:
             f.write(PROGRAMS[name] + DRIVER_TAIL)
         out = os.path.join(work_dir, name)
-        ours_stacks, err, summary = run_tach(py, env, driver, args.seconds, args.rate, out)
+        ours_stacks, err, summary = run_tach(py, env, driver, args.seconds, args.rate, out,
+                                             ["--no-blocking"] if args.no_blocking else [])
         ref_file = out + {"pyspy": ".pyspy", "cpython": ".ref"}[args.reference]
         if args.reuse and os.path.exists(ref_file):
             parse = parse_pyspy if args.reference == "pyspy" else parse_collapsed

@@ -1,5 +1,6 @@
 """python -m tach run [-o OUT] [-r RATE] [--mode MODE] [-a] [--opcodes] [--no-gc]
-                     [--compression C] [-d SECONDS] (script.py | -m module) ARGS...
+                     [--no-blocking] [--compression C] [-d SECONDS]
+                     (script.py | -m module) ARGS...
 """
 
 import argparse
@@ -28,10 +29,23 @@ def _parser():
     run.add_argument("-a", "--all-threads", action="store_true", help="sample every thread, not only the main one")
     run.add_argument("--opcodes", action="store_true", help="record the base opcode of each frame")
     run.add_argument("--no-gc", dest="gc", action="store_false", help="no <GC> frames")
+    run.add_argument(
+        "--blocking", "--no-blocking", dest="blocking", default=True,
+        action=_BlockingAction, nargs=0,
+        help="pause the thread holding the GIL while each sample is read (default), "
+             "so every sample is one moment's stacks; --no-blocking reads running threads",
+    )
     run.add_argument("--compression", choices=_record._COMPRESSIONS, default="auto")
     run.add_argument("-d", "--duration", type=float, help="stop sampling after SECONDS")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     return p
+
+
+class _BlockingAction(argparse.Action):
+    """--blocking (the default, as CPython's flag) or --no-blocking."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, option_string == "--blocking")
 
 
 def _split(argv):
@@ -91,6 +105,7 @@ def _start(opts):
         all_threads=opts.all_threads,
         opcodes=opts.opcodes,
         gc=opts.gc,
+        blocking=opts.blocking,
         compression=opts.compression,
         duration=opts.duration,
         quiet=opts.quiet,

@@ -57,6 +57,7 @@ def start(
     compression="auto",
     duration=None,
     quiet=False,
+    blocking=True,
 ):
     """Start recording into ``path`` (default ``tach_<pid>.tach``).
 
@@ -65,7 +66,9 @@ def start(
     record the base opcode of each frame's current instruction; gc: mark garbage
     collection with a ``<GC>`` frame (CPython's default); compression: auto,
     zstd or none; duration: stop sampling after this many seconds; quiet: do not print
-    the summary line at stop.
+    the summary line at stop; blocking: pause the thread holding the GIL while each
+    sample is read, so that every sample is one moment's stacks (the default; False
+    reads running threads, cheaper at high rates and less accurate).
     """
     if path is None:
         path = f"tach_{os.getpid()}.tach"
@@ -89,6 +92,7 @@ def start(
         duration=duration,
         hidden=[_PACKAGE_DIR],
         gc=bool(gc),
+        blocking=bool(blocking),
     )
     _state["quiet"] = quiet
     if not _state["atexit"]:

@@ -68,7 +68,8 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
 /// interpreter cannot be sampled, OSError-like RuntimeError if the file cannot be created.
 #[pyfunction]
 #[pyo3(signature = (path, interval_us=1000, mode="wall", all_threads=false, opcodes=false,
-                    compression="auto", duration=None, hidden=Vec::new(), gc=true))]
+                    compression="auto", duration=None, hidden=Vec::new(), gc=true,
+                    blocking=true))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -81,6 +82,7 @@ fn start(
     duration: Option<f64>,
     hidden: Vec<String>,
     gc: bool,
+    blocking: bool,
 ) -> PyResult<()> {
     if interval_us == 0 {
         return Err(PyValueError::new_err("interval_us must be at least 1"));
@@ -121,6 +123,7 @@ fn start(
         compression,
         duration,
         hidden_prefixes: hidden,
+        blocking,
     };
     let session =
         Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;

@@ -43,6 +43,8 @@ pub struct RecordCommand {
     pub opcodes: bool,
     /// No `<GC>` frames (`--no-gc`).
     pub no_gc: bool,
+    /// Read running threads instead of pausing the GIL holder (`--no-blocking`).
+    pub no_blocking: bool,
     /// `auto`, `zstd` or `none`.
     pub compression: Option<String>,
     /// Seconds to sample for (`-d`).
@@ -60,6 +62,7 @@ impl RecordCommand {
             all_threads: false,
             opcodes: false,
             no_gc: false,
+            no_blocking: false,
             compression: None,
             duration: None,
             argv,
@@ -97,6 +100,9 @@ impl RecordCommand {
         }
         if self.no_gc {
             cmd.arg("--no-gc");
+        }
+        if self.no_blocking {
+            cmd.arg("--no-blocking");
         }
         if let Some(c) = &self.compression {
             cmd.arg("--compression").arg(c);
