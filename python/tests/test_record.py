@@ -776,6 +776,32 @@ def test_stop_start_cycles_and_api(tmp_path):
     assert _native.load(str(tmp_path / "ctx.tach"))["interval_us"] == 2000
 
 
+def test_blocking_pauses_the_gil_holder_and_no_blocking_does_not(tmp_path):
+    """By default each tick pauses the thread that holds the GIL while it reads the
+    stacks; blocking=False (--no-blocking) never pauses."""
+    proc = run_python(tmp_path, """
+        import time, tach
+
+        def spin(s):
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < s:
+                pass
+
+        with tach.profile("blocking.tach", quiet=True) as p:
+            spin(0.5)
+        st = p.stats
+        assert st["paused_ticks"] > 0.5 * st["ticks"], st
+        with tach.profile("running.tach", blocking=False, quiet=True) as p:
+            spin(0.5)
+        assert p.stats["paused_ticks"] == 0 and p.stats["pause_timeouts"] == 0, p.stats
+        print("blocking ok", st["paused_ticks"], st["ticks"])
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "blocking ok" in proc.stdout
+    for name in ("blocking", "running"):
+        assert _native.load(str(tmp_path / f"{name}.tach"))["samples"]
+
+
 def test_no_deadlock_under_gil_heavy_work(tmp_path):
     # The watchdog: the subprocess timeout fails the test if anything hangs.
     proc = run_python(tmp_path, """

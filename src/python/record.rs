@@ -134,6 +134,8 @@ fn start(
 fn stats_dict<'py>(py: Python<'py>, s: &RecordStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("path", s.path.to_string_lossy().into_owned())?;
+    d.set_item("paused_ticks", s.paused_ticks)?;
+    d.set_item("pause_timeouts", s.pause_timeouts)?;
     d.set_item("samples", s.samples)?;
     d.set_item("ticks", s.ticks)?;
     d.set_item("error_ticks", s.error_ticks)?;

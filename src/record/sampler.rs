@@ -132,6 +132,10 @@ pub struct RecordStats {
     /// CPU time the sampling thread used, in seconds (what the recording cost the
     /// machine, whichever core it ran on).
     pub sampler_cpu_sec: f64,
+    /// Blocking: ticks read with the GIL holder paused, and pauses that were asked for
+    /// and did not take effect within the wait (those ticks read running threads).
+    pub paused_ticks: u64,
+    pub pause_timeouts: u64,
     /// Set when the file could not be written or the sampler failed.
     pub error: Option<String>,
 }
@@ -1545,6 +1549,9 @@ impl Sampler {
         // TACH_RECORD_DEBUG=1: why samples were dropped, for diagnosing a recorder.
         if self.debug {
             eprintln!("tach: {} stack reads taken again", self.retries);
+            if let Some(p) = &self.pauser {
+                eprintln!("tach: {} pauses, {} timed out", p.paused, p.timeouts);
+            }
             for (reason, n) in &self.retry_reasons {
                 eprintln!("tach: read again {n} times: {reason}");
             }
@@ -1575,6 +1582,10 @@ impl Sampler {
         s.code_objects = self.cache.resolved;
         s.reused_addresses = self.cache.reused;
         s.sampler_cpu_sec = thread_cpu_sec();
+        if let Some(p) = &self.pauser {
+            s.paused_ticks = p.paused;
+            s.pause_timeouts = p.timeouts;
+        }
         self.writer.set_stats(Stats::new(
             s.duration_sec,
             s.sample_rate,
