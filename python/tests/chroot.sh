@@ -3,6 +3,8 @@
 # chroot's headers; the chroot has no Rust) and runs the recorder's test suite there.
 #
 # Usage: python/tests/chroot.sh 3.13|3.14|3.15 [pytest args...]
+# (with pytest args `--co -q`, only builds and stages; TACH_KEEP_STAGE=1 keeps
+# .chroot-build/VERSION for the accuracy harness)
 # Needs: the host's .venv with pytest (python/tests/run.sh makes it), and
 # the cpython-chroot tool. Exit status 3 when the chroot is unavailable.
 set -eu
@@ -44,6 +46,7 @@ set +e
 "$chroot_tool" run -- env PYTHONPATH="$stage:$site" TACH_SKIP_LOG="${TACH_SKIP_LOG:-}" "python$ver" -m pytest \
     -p no:cacheprovider --basetemp="$root/.pytest-tmp-$ver" python/tests/test_record.py "$@"
 rc=$?
-# The staged extension is a copy of a polars-sized library: do not keep three of them.
-rm -rf "$stage"
+# The staged extension is a copy of a polars-sized library: do not keep three of them
+# (TACH_KEEP_STAGE=1 keeps it, for python/bench/accuracy.py --tach-path).
+[ -n "${TACH_KEEP_STAGE:-}" ] || rm -rf "$stage"
 exit $rc

@@ -7,6 +7,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 status=0
 echo "== CPython 3.11 (host)"
 "$here/run.sh" "$@" || status=1
+echo "== Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
+(cd "$here/../.." && .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_accuracy.py) || status=1
 for v in 3.13 3.14 3.15; do
     echo "== CPython $v (chroot)"
     "$here/chroot.sh" "$v" "$@"
