@@ -932,8 +932,12 @@ struct RecordArgs {
     /// No <GC> frames.
     #[arg(long)]
     no_gc: bool,
-    /// Read running threads instead of pausing the one holding the GIL while each
-    /// sample is read (cheaper at high rates; samples can mix two moments).
+    /// Pause the thread holding the GIL while each sample is read (the default up to
+    /// 1 kHz): every sample is one moment's stacks.
+    #[arg(long, conflicts_with = "no_blocking")]
+    blocking: bool,
+    /// Read running threads instead (the default above 1 kHz, where pausing costs the
+    /// program more; samples can mix two moments).
     #[arg(long)]
     no_blocking: bool,
     /// Compression of the sample data.
@@ -955,7 +959,11 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
     rc.all_threads = args.all_threads;
     rc.opcodes = args.opcodes;
     rc.no_gc = args.no_gc;
-    rc.no_blocking = args.no_blocking;
+    rc.blocking = match (args.blocking, args.no_blocking) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    };
     rc.compression = args.compression;
     rc.duration = args.duration;
     let status = rc.run()?;

@@ -57,8 +57,8 @@ def main():
     ap.add_argument("--pairs", type=int, default=150)
     ap.add_argument("--chunk-ms", type=float, default=100.0)
     ap.add_argument("--warmup", type=int, default=5, help="pairs run first and not counted")
-    ap.add_argument("--no-blocking", action="store_true",
-                    help="record without pausing the GIL holder (tach.start(blocking=False))")
+    ap.add_argument("--blocking", choices=["auto", "yes", "no"], default="auto",
+                    help="tach.start(blocking=None, True or False)")
     args = ap.parse_args()
     if getattr(tach._native, "DEBUG_BUILD", False):
         print("warning: the tach extension is a debug build; the figures are meaningless",
@@ -81,7 +81,7 @@ def main():
                 on_first = i % 2 == 0
                 if not on_first:
                     off = timed(rounds)
-                tach.start(path, rate=rate, quiet=True, blocking=not args.no_blocking)
+                tach.start(path, rate=rate, quiet=True, blocking={"auto": None, "yes": True, "no": False}[args.blocking])
                 on = timed(rounds)
                 stats = tach.stop()
                 if on_first:

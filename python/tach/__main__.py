@@ -30,10 +30,11 @@ def _parser():
     run.add_argument("--opcodes", action="store_true", help="record the base opcode of each frame")
     run.add_argument("--no-gc", dest="gc", action="store_false", help="no <GC> frames")
     run.add_argument(
-        "--blocking", "--no-blocking", dest="blocking", default=True,
+        "--blocking", "--no-blocking", dest="blocking", default=None,
         action=_BlockingAction, nargs=0,
-        help="pause the thread holding the GIL while each sample is read (default), "
-             "so every sample is one moment's stacks; --no-blocking reads running threads",
+        help="pause the thread holding the GIL while each sample is read, so every sample "
+             "is one moment's stacks (the default up to 1 kHz); --no-blocking reads "
+             "running threads (the default above 1 kHz, where pausing costs more)",
     )
     run.add_argument("--compression", choices=_record._COMPRESSIONS, default="auto")
     run.add_argument("-d", "--duration", type=float, help="stop sampling after SECONDS")
@@ -42,7 +43,7 @@ def _parser():
 
 
 class _BlockingAction(argparse.Action):
-    """--blocking (the default, as CPython's flag) or --no-blocking."""
+    """--blocking (CPython's flag) or --no-blocking; neither: by the rate."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, option_string == "--blocking")

@@ -2,7 +2,7 @@
 and shows its flamegraph inline.
 
     %load_ext tach
-    %%tach [-r RATE] [-a] [--mode wall|cpu|gil|exception] [--no-gc] [--no-blocking]
+    %%tach [-r RATE] [-a] [--mode wall|cpu|gil|exception] [--no-gc] [--[no-]blocking]
            [-o OUT.tach]
     work()
 
@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-a", "--all-threads", action="store_true")
     p.add_argument("--mode", default="wall", choices=["wall", "cpu", "gil", "exception"])
     p.add_argument("--no-gc", action="store_true")
-    p.add_argument("--no-blocking", action="store_true")
+    p.add_argument("--no-blocking", dest="blocking", action="store_false", default=None)
+    p.add_argument("--blocking", dest="blocking", action="store_true", default=None)
     p.add_argument("-o", "--output")
     p.add_argument("-q", "--quiet", action="store_true")
     return p
@@ -49,7 +50,7 @@ def tach_cell(line: str, cell: str, ipython=None):
         os.close(fd)
     code = ip.compile(ip.transform_cell(cell), "<tach cell>", "exec")
     _record.start(path, rate=args.rate, mode=args.mode, all_threads=args.all_threads,
-                  gc=not args.no_gc, blocking=not args.no_blocking, quiet=True)
+                  gc=not args.no_gc, blocking=args.blocking, quiet=True)
     try:
         exec(code, ip.user_ns)
     finally:

@@ -777,8 +777,9 @@ def test_stop_start_cycles_and_api(tmp_path):
 
 
 def test_blocking_pauses_the_gil_holder_and_no_blocking_does_not(tmp_path):
-    """By default each tick pauses the thread that holds the GIL while it reads the
-    stacks; blocking=False (--no-blocking) never pauses."""
+    """By default (up to 1 kHz) each tick pauses the thread that holds the GIL while it
+    reads the stacks; blocking=False (--no-blocking) never pauses; above 1 kHz the
+    default is not to pause, and blocking=True (--blocking) pauses there too."""
     proc = run_python(tmp_path, """
         import time, tach
 
@@ -794,11 +795,17 @@ def test_blocking_pauses_the_gil_holder_and_no_blocking_does_not(tmp_path):
         with tach.profile("running.tach", blocking=False, quiet=True) as p:
             spin(0.5)
         assert p.stats["paused_ticks"] == 0 and p.stats["pause_timeouts"] == 0, p.stats
+        with tach.profile("fast.tach", rate=4000, quiet=True) as p:
+            spin(0.3)
+        assert p.stats["paused_ticks"] == 0, p.stats
+        with tach.profile("fast_blocking.tach", rate=4000, blocking=True, quiet=True) as p:
+            spin(0.3)
+        assert p.stats["paused_ticks"] > 0.5 * p.stats["ticks"], p.stats
         print("blocking ok", st["paused_ticks"], st["ticks"])
     """)
     assert proc.returncode == 0, proc.stderr
     assert "blocking ok" in proc.stdout
-    for name in ("blocking", "running"):
+    for name in ("blocking", "running", "fast", "fast_blocking"):
         assert _native.load(str(tmp_path / f"{name}.tach"))["samples"]
 
 

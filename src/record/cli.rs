@@ -43,8 +43,8 @@ pub struct RecordCommand {
     pub opcodes: bool,
     /// No `<GC>` frames (`--no-gc`).
     pub no_gc: bool,
-    /// Read running threads instead of pausing the GIL holder (`--no-blocking`).
-    pub no_blocking: bool,
+    /// `--blocking` (Some(true)) or `--no-blocking` (Some(false)); None: by the rate.
+    pub blocking: Option<bool>,
     /// `auto`, `zstd` or `none`.
     pub compression: Option<String>,
     /// Seconds to sample for (`-d`).
@@ -62,7 +62,7 @@ impl RecordCommand {
             all_threads: false,
             opcodes: false,
             no_gc: false,
-            no_blocking: false,
+            blocking: None,
             compression: None,
             duration: None,
             argv,
@@ -101,8 +101,14 @@ impl RecordCommand {
         if self.no_gc {
             cmd.arg("--no-gc");
         }
-        if self.no_blocking {
-            cmd.arg("--no-blocking");
+        match self.blocking {
+            Some(true) => {
+                cmd.arg("--blocking");
+            }
+            Some(false) => {
+                cmd.arg("--no-blocking");
+            }
+            None => {}
         }
         if let Some(c) = &self.compression {
             cmd.arg("--compression").arg(c);
@@ -146,6 +152,14 @@ mod tests {
             args,
             ["-m", "tach", "run", "-o", "o.tach", "-r", "100", "-a", "s.py", "x"]
         );
+        rc.blocking = Some(false);
+        let args: Vec<_> = rc
+            .command()
+            .unwrap()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args.contains(&"--no-blocking".to_string()), "{args:?}");
         rc.rate = Some(0.0);
         assert!(rc.command().unwrap_err().is_usage());
         assert!(RecordCommand::new(vec![]).command().is_err());

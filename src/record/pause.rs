@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 const ACK_TIMEOUT: Duration = Duration::from_millis(2);
 /// The longest a thread stays paused.
 const MAX_PAUSE: Duration = Duration::from_millis(20);
+/// Both sides spin this long before sleeping on the futex: a thread woken from a futex
+/// on a virtual machine takes tens of microseconds to run again, longer than a signal's
+/// delivery or a tick's reads, and every one of them would be time the program stands.
+const SPIN_NS: u64 = 200_000;
 
 /// The sequence number the paused thread acknowledged.
 static ACKED: AtomicU32 = AtomicU32::new(0);
@@ -97,6 +101,10 @@ extern "C" fn on_pause(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc:
                 let waited = now_ns().saturating_sub(start);
                 if waited >= limit {
                     break;
+                }
+                if waited < SPIN_NS {
+                    std::hint::spin_loop();
+                    continue;
                 }
                 futex_wait(&RELEASED, released, Duration::from_nanos(limit - waited));
             }
@@ -210,6 +218,10 @@ impl Pauser {
                 futex_wake(&RELEASED);
                 self.timeouts += 1;
                 return false;
+            }
+            if waited.as_nanos() < u128::from(SPIN_NS) {
+                std::hint::spin_loop();
+                continue;
             }
             futex_wait(&ACKED, acked, ACK_TIMEOUT - waited);
         }
