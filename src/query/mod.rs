@@ -141,8 +141,8 @@ impl QueryEngine {
     /// leaves out repeated rows itself ([`pushdown`]), when the rewritten query has the
     /// same output columns and types as the original; anything else runs as written.
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
-        let original = self.lazy_as_written(sql)?;
-        let sql = semantics::apply(sql)?;
+        let sql = self.checked(sql)?;
+        let original = self.execute(&sql)?;
         let rewritten = pushdown::rewrite(&sql, self.sources.len()).and_then(|r| {
             let mut ctx = self.context().ok()?;
             for (k, columns) in r.distinct_stacks.iter().enumerate() {
@@ -157,10 +157,44 @@ impl QueryEngine {
     /// The checked query as a lazy frame, exactly as written (no count pushdown): the
     /// reference the pushdown is tested against.
     pub fn lazy_as_written(&self, sql: &str) -> Result<LazyFrame> {
+        let sql = self.checked(sql)?;
+        self.execute(&sql)
+    }
+
+    /// The query checked ([`guard`]) and made to give SQL's answers ([`semantics`]),
+    /// its uncorrelated scalar subqueries evaluated.
+    fn checked(&self, sql: &str) -> Result<String> {
         guard::check(sql, &TABLES)?;
-        let sql = semantics::apply(sql)?;
+        semantics::apply(sql, &mut |sub| self.scalar_literal(sub))
+    }
+
+    fn execute(&self, sql: &str) -> Result<LazyFrame> {
         let mut ctx = self.context()?;
-        ctx.execute(&sql).map_err(|e| sql_error(&sql, e))
+        ctx.execute(sql).map_err(|e| sql_error(sql, e))
+    }
+
+    /// The value of a scalar subquery as a SQL literal, when it runs on its own (it is
+    /// not correlated) and gives one row of one column (no row: NULL).
+    fn scalar_literal(&self, sql: &str) -> Option<String> {
+        let df = self.run(sql).ok()?;
+        if df.width() != 1 || df.height() > 1 {
+            return None;
+        }
+        if df.height() == 0 {
+            return Some("NULL".into());
+        }
+        let column = &df.columns()[0];
+        Some(match column.get(0).ok()? {
+            AnyValue::Null => "NULL".into(),
+            AnyValue::Boolean(b) => if b { "TRUE" } else { "FALSE" }.into(),
+            AnyValue::Float64(x) if x.is_finite() => format!("{x:?}"),
+            AnyValue::Float32(x) if x.is_finite() => format!("{:?}", f64::from(x)),
+            AnyValue::Float64(_) | AnyValue::Float32(_) => return None,
+            AnyValue::String(s) => format!("'{}'", s.replace('\'', "''")),
+            AnyValue::StringOwned(s) => format!("'{}'", s.replace('\'', "''")),
+            v if v.dtype().is_integer() => v.to_string(),
+            _ => return None,
+        })
     }
 
     /// Runs the query.

@@ -54,7 +54,10 @@ const AGGREGATES: [&str; 20] = [
 /// `sql` with SQL's count type and column names, or why it is refused. The text is
 /// parsed as polars parses it; a text that does not parse is returned unchanged (the
 /// guard reports the syntax error).
-pub fn apply(sql: &str) -> Result<String, QueryError> {
+pub fn apply(
+    sql: &str,
+    scalar: &mut dyn FnMut(&str) -> Option<String>,
+) -> Result<String, QueryError> {
     let Ok(mut statements) = Parser::new(&GenericDialect)
         .with_options(ParserOptions {
             trailing_commas: true,
@@ -71,14 +74,54 @@ pub fn apply(sql: &str) -> Result<String, QueryError> {
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut WindowOverAggregate) {
         return Err(e);
     }
+    if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut OrderByUnselectedAggregate) {
+        return Err(e);
+    }
     let mut changed = false;
+    let _ = VisitMut::visit(
+        query.as_mut(),
+        &mut ScalarSubqueries {
+            scalar,
+            changed: &mut changed,
+        },
+    );
     name_aggregates(query, &mut changed);
     let _ = VisitMut::visit(query.as_mut(), &mut CountsAreBigint(&mut changed));
+    // ORDER BY a count needs no cast (the order is the same), and polars cannot match a
+    // cast count in ORDER BY against its aggregates: take those casts off again.
+    let _ = VisitMut::visit(query.as_mut(), &mut UncastOrderBy);
     Ok(if changed {
         query.to_string()
     } else {
         sql.to_string()
     })
+}
+
+/// A scalar subquery (`x > (select avg(x) from t)`, `n * 1.0 / (select count(*) ...)`)
+/// becomes its value, computed first: polars refuses subqueries in comparisons and
+/// arithmetic. One that does not run on its own (correlated) or gives more than one row
+/// or column is left as written, for polars to refuse.
+struct ScalarSubqueries<'a, 'b> {
+    scalar: &'a mut dyn FnMut(&str) -> Option<String>,
+    changed: &'b mut bool,
+}
+
+impl VisitorMut for ScalarSubqueries<'_, '_> {
+    type Break = ();
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Subquery(q) = e {
+            if let Some(literal) = (self.scalar)(&q.to_string()) {
+                if let Ok(value) = Parser::new(&GenericDialect)
+                    .try_with_sql(&literal)
+                    .and_then(|mut p| p.parse_expr())
+                {
+                    *e = Expr::Nested(Box::new(value));
+                    *self.changed = true;
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn function_name(f: &Function) -> String {
@@ -181,6 +224,48 @@ impl Visitor for WindowOverAggregate {
     }
 }
 
+/// Refuses ORDER BY an aggregate that the SELECT list does not hold: polars cannot
+/// sort by it ("lengths don't match").
+struct OrderByUnselectedAggregate;
+
+impl Visitor for OrderByUnselectedAggregate {
+    type Break = QueryError;
+
+    fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<QueryError> {
+        let (
+            SetExpr::Select(select),
+            Some(OrderBy {
+                kind: OrderByKind::Expressions(exprs),
+                ..
+            }),
+        ) = (q.body.as_ref(), q.order_by.as_ref())
+        else {
+            return ControlFlow::Continue(());
+        };
+        let selected: Vec<String> = select
+            .projection
+            .iter()
+            .filter_map(|item| match item {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    Some(e.to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        for o in exprs {
+            if has_aggregate(&o.expr) && !selected.contains(&o.expr.to_string()) {
+                return ControlFlow::Break(QueryError::Forbidden(format!(
+                    "ORDER BY {} sorts by an aggregate that the SELECT list does not hold: \
+                     polars cannot sort by it. Select it with a name and order by that, \
+                     e.g. `select thread_id, count(*) as n ... order by n desc`",
+                    o.expr
+                )));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// Unaliased aggregate SELECT items get DuckDB's names, so that two of them cannot
 /// collide on their input column's name (`min(time_s), max(time_s)`).
 fn name_aggregates(query: &mut Query, changed: &mut bool) {
@@ -211,19 +296,28 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                     };
                     *self.0 = true;
                 }
-                // ORDER BY an aggregate of the SELECT list: by its name instead, since
-                // polars matches the ORDER BY expression against the SELECT list's, and
-                // those get a cast below.
+                // The output name of each SELECT item that polars cannot match again
+                // by its expression: an aggregate (it gets a cast below) and a qualified
+                // column (`s.funcname`: polars looks for a column "funcname:s" once the
+                // query is grouped).
                 let named: Vec<(String, Ident)> = select
                     .projection
                     .iter()
                     .filter_map(|item| match item {
-                        SelectItem::ExprWithAlias { expr, alias } if has_aggregate(expr) => {
+                        SelectItem::ExprWithAlias { expr, alias }
+                            if has_aggregate(expr)
+                                || matches!(expr, Expr::CompoundIdentifier(_)) =>
+                        {
                             Some((expr.to_string(), alias.clone()))
                         }
+                        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => Some((
+                            Expr::CompoundIdentifier(parts.clone()).to_string(),
+                            parts.last()?.clone(),
+                        )),
                         _ => None,
                     })
                     .collect();
+                // ORDER BY one of them: by its name instead.
                 if let Some(OrderBy {
                     kind: OrderByKind::Expressions(exprs),
                     ..
@@ -237,11 +331,81 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                         }
                     }
                 }
+                // GROUP BY two qualified columns of one name (`l.funcname, p.funcname`):
+                // polars names both keys "funcname" and fails; group by their aliases.
+                if let GroupByExpr::Expressions(keys, _) = &mut select.group_by {
+                    let last = |e: &Expr| match e {
+                        Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()),
+                        _ => None,
+                    };
+                    let names: Vec<Option<String>> = keys.iter().map(last).collect();
+                    for (k, key) in keys.iter_mut().enumerate() {
+                        let Some(n) = &names[k] else { continue };
+                        if names.iter().filter(|m| m.as_ref() == Some(n)).count() < 2 {
+                            continue;
+                        }
+                        let text = key.to_string();
+                        let alias = select.projection.iter().find_map(|item| match item {
+                            SelectItem::ExprWithAlias { expr, alias }
+                                if expr.to_string() == text =>
+                            {
+                                Some(alias.clone())
+                            }
+                            _ => None,
+                        });
+                        if let Some(alias) = alias {
+                            *key = Expr::Identifier(alias);
+                            *self.0 = true;
+                        }
+                    }
+                }
             }
             ControlFlow::Continue(())
         }
     }
     let _ = VisitMut::visit(query, &mut Names(changed));
+}
+
+fn is_integer_type(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::TinyInt(_)
+            | DataType::SmallInt(_)
+            | DataType::Int(_)
+            | DataType::Integer(_)
+            | DataType::BigInt(_)
+            | DataType::Int8(_)
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::TinyIntUnsigned(_)
+            | DataType::SmallIntUnsigned(_)
+            | DataType::IntUnsigned(_)
+            | DataType::IntegerUnsigned(_)
+            | DataType::BigIntUnsigned(_)
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+    )
+}
+
+/// An operand whose value is already a whole number, or text (which round would
+/// refuse): its integer cast needs no rounding.
+fn is_whole(e: &Expr) -> bool {
+    match e {
+        Expr::Function(f) => matches!(
+            function_name(f).as_str(),
+            "count" | "floor" | "ceil" | "ceiling" | "round" | "trunc" | "length" | "len"
+        ),
+        Expr::Cast { data_type, .. } => is_integer_type(data_type),
+        Expr::Value(v) => !matches!(
+            v.value,
+            sqlparser::ast::Value::Number(ref n, _) if n.contains('.') || n.contains('e') || n.contains('E')
+        ),
+        Expr::Nested(inner) => is_whole(inner),
+        _ => false,
+    }
 }
 
 /// `count(...)` -> `CAST(count(...) AS BIGINT)` wherever it appears.
@@ -250,6 +414,39 @@ struct CountsAreBigint<'a>(&'a mut bool);
 impl VisitorMut for CountsAreBigint<'_> {
     type Break = ();
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        // CAST of a number to an integer rounds in DuckDB, Trino and PostgreSQL; polars
+        // truncates (0.6 -> 0). The operand is rounded first, unless it is already a
+        // whole number (a count, floor, ceil, round, trunc, an integer cast) or text.
+        if let Expr::Cast {
+            kind: CastKind::Cast | CastKind::TryCast | CastKind::DoubleColon,
+            expr,
+            data_type,
+            ..
+        } = e
+        {
+            if is_integer_type(data_type) && !is_whole(expr) {
+                let inner =
+                    std::mem::replace(expr.as_mut(), Expr::value(sqlparser::ast::Value::Null));
+                **expr = Expr::Function(Function {
+                    name: sqlparser::ast::ObjectName::from(vec![Ident::new("round")]),
+                    uses_odbc_syntax: false,
+                    parameters: FunctionArguments::None,
+                    args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
+                        duplicate_treatment: None,
+                        args: vec![sqlparser::ast::FunctionArg::Unnamed(
+                            sqlparser::ast::FunctionArgExpr::Expr(inner),
+                        )],
+                        clauses: vec![],
+                    }),
+                    filter: None,
+                    null_treatment: None,
+                    over: None,
+                    within_group: vec![],
+                });
+                *self.0 = true;
+            }
+            return ControlFlow::Continue(());
+        }
         if let Expr::Function(f) = e {
             if function_name(f) == "count" {
                 let inner = std::mem::replace(e, Expr::value(sqlparser::ast::Value::Null));
@@ -267,36 +464,78 @@ impl VisitorMut for CountsAreBigint<'_> {
     }
 }
 
+/// `CAST(count(...) AS BIGINT)` -> `count(...)` in ORDER BY.
+struct UncastOrderBy;
+
+impl VisitorMut for UncastOrderBy {
+    type Break = ();
+    fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+        if let Some(OrderBy {
+            kind: OrderByKind::Expressions(exprs),
+            ..
+        }) = q.order_by.as_mut()
+        {
+            for o in exprs.iter_mut() {
+                let _ = VisitMut::visit(&mut o.expr, &mut UncastCounts);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+struct UncastCounts;
+
+impl VisitorMut for UncastCounts {
+    type Break = ();
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Cast {
+            expr,
+            data_type: DataType::BigInt(None),
+            ..
+        } = e
+        {
+            if matches!(expr.as_ref(), Expr::Function(f) if function_name(f) == "count") {
+                *e = std::mem::replace(expr.as_mut(), Expr::value(sqlparser::ast::Value::Null));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn apply_plain(sql: &str) -> Result<String, QueryError> {
+        apply(sql, &mut |_| None)
+    }
+
     #[test]
     fn counts_become_bigint_and_aggregates_get_names() {
         assert_eq!(
-            apply("select count(*) from samples").unwrap(),
+            apply_plain("select count(*) from samples").unwrap(),
             "SELECT CAST(count(*) AS BIGINT) AS \"count_star()\" FROM samples"
         );
         assert_eq!(
-            apply("select min(time_s), max(time_s) from samples").unwrap(),
+            apply_plain("select min(time_s), max(time_s) from samples").unwrap(),
             "SELECT min(time_s) AS \"min(time_s)\", max(time_s) AS \"max(time_s)\" FROM samples"
         );
         assert_eq!(
-            apply("select funcname, count(*) as n from samples group by funcname order by count(*) desc")
+            apply_plain("select funcname, count(*) as n from samples group by funcname order by count(*) desc")
                 .unwrap(),
             "SELECT funcname, CAST(count(*) AS BIGINT) AS n FROM samples GROUP BY funcname \
              ORDER BY n DESC"
         );
         // Nothing to change: the text as written.
         assert_eq!(
-            apply("select funcname from samples").unwrap(),
+            apply_plain("select funcname from samples").unwrap(),
             "select funcname from samples"
         );
     }
 
     #[test]
     fn a_window_over_an_aggregate_is_refused_with_the_rewrite() {
-        let e = apply(
+        let e = apply_plain(
             "select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname",
         )
         .unwrap_err()
@@ -311,7 +550,7 @@ mod tests {
              select funcname, n * 100.0 / sum(n) over () as pct from t",
             "select sample, row_number() over (order by time_s) from samples",
         ] {
-            assert!(apply(ok).is_ok(), "{ok}");
+            assert!(apply_plain(ok).is_ok(), "{ok}");
         }
     }
 }
