@@ -13,6 +13,13 @@
 //! - A window over an aggregate in a grouped SELECT (`sum(count(*)) over ()`) is
 //!   computed within each group, so every share is 100%. That is refused with the
 //!   rewrite that works (the aggregate in a CTE, the window over its column).
+//! - `CAST(x AS BIGINT)` truncates a fraction; DuckDB rounds a DOUBLE (ties to even).
+//!   A fractional operand is rounded first.
+//! - A scalar subquery in a comparison or arithmetic is refused; an uncorrelated one is
+//!   run first and replaced by its value (the caller runs it).
+//! - ORDER BY a qualified column after GROUP BY, and GROUP BY two qualified columns of
+//!   one name, fail to resolve; they go through the SELECT list's names. ORDER BY an
+//!   aggregate the SELECT list lacks fails ("lengths don't match") and is refused.
 
 use std::ops::ControlFlow;
 
@@ -390,22 +397,65 @@ fn is_integer_type(t: &DataType) -> bool {
     )
 }
 
-/// An operand whose value is already a whole number, or text (which round would
-/// refuse): its integer cast needs no rounding.
-fn is_whole(e: &Expr) -> bool {
-    match e {
-        Expr::Function(f) => matches!(
-            function_name(f).as_str(),
-            "count" | "floor" | "ceil" | "ceiling" | "round" | "trunc" | "length" | "len"
-        ),
-        Expr::Cast { data_type, .. } => is_integer_type(data_type),
-        Expr::Value(v) => !matches!(
-            v.value,
-            sqlparser::ast::Value::Number(ref n, _) if n.contains('.') || n.contains('e') || n.contains('E')
-        ),
-        Expr::Nested(inner) => is_whole(inner),
-        _ => false,
-    }
+/// Functions whose value is fractional.
+const FRACTIONAL_FUNCTIONS: [&str; 21] = [
+    "avg",
+    "mean",
+    "median",
+    "stddev",
+    "stddev_samp",
+    "variance",
+    "var_samp",
+    "quantile_cont",
+    "sqrt",
+    "cbrt",
+    "exp",
+    "ln",
+    "log",
+    "log10",
+    "log2",
+    "power",
+    "pow",
+    "random",
+    "pi",
+    "sin",
+    "cos",
+];
+
+/// An operand that can hold a fraction, told from the SQL text alone: it uses `time_s`
+/// (the tables' only float column), a decimal literal, a division, or a function whose
+/// value is fractional. Anything else (booleans, integer columns, text) is cast as
+/// written: rounding them would change nothing, or fail.
+fn is_fractional(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = e.visit(&mut FnVisitor(|x: &Expr| {
+        found |= match x {
+            Expr::Identifier(i) => i.value.eq_ignore_ascii_case("time_s"),
+            Expr::CompoundIdentifier(p) => p
+                .last()
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("time_s")),
+            Expr::Value(v) => matches!(
+                &v.value,
+                sqlparser::ast::Value::Number(n, _) if n.contains(['.', 'e', 'E'])
+            ),
+            Expr::BinaryOp {
+                op: sqlparser::ast::BinaryOperator::Divide,
+                ..
+            } => true,
+            Expr::Function(f) => FRACTIONAL_FUNCTIONS.contains(&function_name(f).as_str()),
+            _ => false,
+        };
+    }));
+    found
+}
+
+/// `round(e)`: to the nearest integer, ties to even, as DuckDB casts a DOUBLE to an
+/// integer (every fraction in these tables is a DOUBLE).
+fn rounded(e: &Expr) -> Option<Expr> {
+    Parser::new(&GenericDialect)
+        .try_with_sql(&format!("round({e})"))
+        .and_then(|mut p| p.parse_expr())
+        .ok()
 }
 
 /// `count(...)` -> `CAST(count(...) AS BIGINT)` wherever it appears.
@@ -414,9 +464,8 @@ struct CountsAreBigint<'a>(&'a mut bool);
 impl VisitorMut for CountsAreBigint<'_> {
     type Break = ();
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
-        // CAST of a number to an integer rounds in DuckDB, Trino and PostgreSQL; polars
-        // truncates (0.6 -> 0). The operand is rounded first, unless it is already a
-        // whole number (a count, floor, ceil, round, trunc, an integer cast) or text.
+        // CAST of a DOUBLE to an integer rounds in DuckDB (ties to even), Trino and
+        // PostgreSQL; polars truncates (0.6 -> 0). A fractional operand is rounded first.
         if let Expr::Cast {
             kind: CastKind::Cast | CastKind::TryCast | CastKind::DoubleColon,
             expr,
@@ -424,26 +473,11 @@ impl VisitorMut for CountsAreBigint<'_> {
             ..
         } = e
         {
-            if is_integer_type(data_type) && !is_whole(expr) {
-                let inner =
-                    std::mem::replace(expr.as_mut(), Expr::value(sqlparser::ast::Value::Null));
-                **expr = Expr::Function(Function {
-                    name: sqlparser::ast::ObjectName::from(vec![Ident::new("round")]),
-                    uses_odbc_syntax: false,
-                    parameters: FunctionArguments::None,
-                    args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
-                        duplicate_treatment: None,
-                        args: vec![sqlparser::ast::FunctionArg::Unnamed(
-                            sqlparser::ast::FunctionArgExpr::Expr(inner),
-                        )],
-                        clauses: vec![],
-                    }),
-                    filter: None,
-                    null_treatment: None,
-                    over: None,
-                    within_group: vec![],
-                });
-                *self.0 = true;
+            if is_integer_type(data_type) && is_fractional(expr) {
+                if let Some(r) = rounded(expr) {
+                    **expr = r;
+                    *self.0 = true;
+                }
             }
             return ControlFlow::Continue(());
         }

@@ -122,6 +122,13 @@ select thread_id, funcname, count(*) as n from samples group by thread_id, funcn
 select sample, thread_id from samples qualify row_number() over (partition by thread_id order by sample) = 1 order by thread_id;
 select funcname, count(*) as n from samples group by funcname qualify row_number() over (order by -n, funcname) <= 3 order by n desc, funcname;
 
+-- integer casts: a DOUBLE rounds to the nearest integer, ties to even (DuckDB); booleans and integers cast as they are
+select sum(cast(has_gil as int)) as gil, sum(cast(main_thread as bigint)) as main from samples;
+select cast(depth / 2 as int) as half, count(*) as n from samples group by half order by half;
+select cast(time_s * 2 as int) as t, count(*) as n from samples group by t order by t;
+select cast(-time_s as int) as t, count(*) as n from samples group by t order by t;
+select cast(thread_id as bigint) as t, cast(lineno as int) as l, count(*) as n from samples group by t, l order by n desc, t, l limit 10;
+
 -- refused: with t as
 select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc limit 3;
 -- refused: with t as
