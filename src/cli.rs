@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::export::{self, batch, ExportError, ExportOptions};
+use crate::export::{self, batch, ExportError, ExportOptions, StartTime};
 use crate::tach::info::FileInfo;
 use crate::tach::{rewrite, Compression, SampleFilter, TachError, TachFile};
 
@@ -218,6 +218,11 @@ struct ExportArgs {
     /// Heatmap: read sources recorded under OLD from NEW instead (repeatable).
     #[arg(long, value_name = "OLD=NEW", value_parser = parse_source_root)]
     source_root: Vec<(String, String)>,
+    /// pprof: wall-clock time of the recording's first sample, as RFC 3339
+    /// (2026-11-25T10:00:00Z) or Unix seconds; `file` (the default) estimates it from
+    /// the file's modification time, `none` leaves it unset.
+    #[arg(long, value_name = "WHEN", value_parser = StartTime::parse, default_value = "file")]
+    start_time: StartTime,
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -590,6 +595,7 @@ fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {
         per_thread: args.per_thread,
         title: args.title.clone(),
         source_roots: args.source_root.clone(),
+        start_time: args.start_time,
     };
     if let Some(dir) = &args.out_dir {
         if args.output.is_some() {

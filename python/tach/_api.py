@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import datetime
 import html
 import os
 from collections.abc import Iterable, Sequence
@@ -25,6 +26,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 _BINARY_FORMATS = frozenset({"pstats", "parquet", "pprof"})
 _FILTER_KEYS = (
     "threads", "start", "end", "status", "per_thread", "title", "source_root",
+    "start_time",
 )
 
 
@@ -57,6 +59,13 @@ def _filters(filters: dict[str, Any]) -> dict[str, Any]:
         out["source_root"] = [(str(old), str(new)) for old, new in roots.items()]
     elif roots is not None:
         out["source_root"] = [(str(old), str(new)) for old, new in roots]
+    when = out.get("start_time")
+    if isinstance(when, datetime.datetime):
+        if when.tzinfo is None:
+            raise ValueError("start_time: a naive datetime; give it a time zone")
+        out["start_time"] = when.isoformat()
+    elif isinstance(when, (int, float)) and not isinstance(when, bool):
+        out["start_time"] = f"{when:.9f}" if isinstance(when, float) else str(when)
     return out
 
 
@@ -239,7 +248,9 @@ class Profile:
         """Exports to ``path`` (Parquet: a directory), or returns the output: ``str``
         for text formats, ``bytes`` for pstats, pprof and parquet. Filters: threads, start,
         end (seconds from the first sample), status (flags as in the CLI), per_thread,
-        title, source_root (heatmap: ``{OLD: NEW}`` or pairs)."""
+        title, source_root (heatmap: ``{OLD: NEW}`` or pairs), start_time (pprof: the
+        wall time of the first sample, an aware ``datetime``, Unix seconds, an RFC 3339
+        string, ``"file"`` (default: from the file's modification time) or ``"none"``)."""
         data = self._native.export(
             format, None if path is None else os.fspath(path), **_filters(filters)
         )

@@ -204,6 +204,22 @@ def test_export_binary_and_filters(tmp_path):
     assert isinstance(pprof, bytes) and gzip.decompress(pprof)
     assert p.export("pprof", tmp_path / "x.pb.gz") is None
     assert (tmp_path / "x.pb.gz").read_bytes() == pprof
+    # pprof's time: every spelling of one instant gives the CLI's bytes; tests/suite/pprof.rs
+    # checks the time itself with go tool pprof.
+    import datetime
+
+    when = datetime.datetime(2026, 11, 20, 11, 0, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
+    cli(
+        "export", "--pprof", "--start-time", "2026-11-20T10:00:00Z", "-o", tmp_path / "cli.pb.gz",
+        GOLDEN / "threads_mixed.bin",
+    )
+    cli_pprof = (tmp_path / "cli.pb.gz").read_bytes()
+    spellings = [when, 1795168800, 1795168800.0, "2026-11-20T10:00:00Z"]
+    assert all(p.export("pprof", start_time=w) == cli_pprof for w in spellings)
+    assert p.export("pprof", start_time="none") != cli_pprof
+    for bad in ["yesterday", datetime.datetime(2026, 11, 20)]:
+        with pytest.raises(ValueError, match="start_time"):
+            p.export("pprof", start_time=bad)
     tid = p.samples()["thread_id"][0]
     one = p.export("collapsed", threads=tid)
     _, cli_out, _ = cli("export", "--collapsed", "--thread", tid, "-o", "-", GOLDEN / "threads_mixed.bin")

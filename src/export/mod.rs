@@ -59,6 +59,65 @@ pub struct ExportOptions {
     pub title: Option<String>,
     /// Heatmap: (OLD, NEW) prefixes mapping recorded source paths to local ones.
     pub source_roots: Vec<(String, String)>,
+    /// pprof: the wall-clock time of the recording's first sample (`time_nanos`).
+    pub start_time: StartTime,
+}
+
+/// The wall-clock time of a recording's first sample, for formats that carry one
+/// (pprof's `time_nanos`). TACH stores only monotonic clock readings, so the time is
+/// either given or estimated from the file's modification time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StartTime {
+    /// The file's modification time minus the recording's span: the writers (CPython's
+    /// and tach's) finish the file right after the last sample, so this is right for a
+    /// file recorded here and not copied since.
+    #[default]
+    FromFileTime,
+    /// Nanoseconds since the Unix epoch.
+    At(i64),
+    /// Leave the time unset (deterministic output whatever the file's mtime).
+    Unset,
+}
+
+impl StartTime {
+    /// Parses `file`, `none`, an RFC 3339 time (`2026-11-25T10:00:00Z`,
+    /// `2026-11-25 11:00:00.5+01:00`) or seconds since the Unix epoch (`1764064800.25`).
+    pub fn parse(text: &str) -> std::result::Result<StartTime, String> {
+        let text = text.trim();
+        match text {
+            "file" => return Ok(StartTime::FromFileTime),
+            "none" => return Ok(StartTime::Unset),
+            _ => {}
+        }
+        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+            return t
+                .timestamp_nanos_opt()
+                .map(StartTime::At)
+                .ok_or_else(|| format!("'{text}': outside the years 1677-2262"));
+        }
+        unix_seconds_ns(text).map(StartTime::At).ok_or_else(|| {
+            format!(
+                "'{text}': expected an RFC 3339 time (2026-11-25T10:00:00Z), seconds since \
+                 the Unix epoch, 'file' or 'none'"
+            )
+        })
+    }
+}
+
+/// `SECONDS[.FRACTION]` since the Unix epoch in nanoseconds, exactly (no float rounding),
+/// or `None` if it is not that or does not fit.
+fn unix_seconds_ns(text: &str) -> Option<i64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 9 {
+        return None;
+    }
+    let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
+    whole
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(nanos)
 }
 
 /// What an exporter reads: one file, the filter to apply, and shared options.
@@ -252,5 +311,38 @@ pub fn write_error(what: &str) -> impl Fn(std::io::Error) -> ExportError + '_ {
     move |source| ExportError::Io {
         path: PathBuf::from(what),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartTime;
+
+    #[test]
+    fn start_time_spellings() {
+        let at = |ns: i64| Ok(StartTime::At(ns));
+        let noon = 1_795_168_800_000_000_000; // 2026-11-20T10:00:00Z, from `date -d`
+        assert_eq!(StartTime::parse("2026-11-20T10:00:00Z"), at(noon));
+        assert_eq!(
+            StartTime::parse("2026-11-20 05:00:00.25-05:00"),
+            at(noon + 250_000_000)
+        );
+        // Unix seconds keep every nanosecond (no float rounding at 1.8e18 ns).
+        assert_eq!(StartTime::parse("1795168800.000000001"), at(noon + 1));
+        assert_eq!(StartTime::parse(" 1795168800 "), at(noon));
+        assert_eq!(StartTime::parse("file"), Ok(StartTime::FromFileTime));
+        assert_eq!(StartTime::parse("none"), Ok(StartTime::Unset));
+        for bad in [
+            "",
+            "-5",
+            "1.0000000001",
+            "1e9",
+            ".5",
+            "9999999999999",
+            "tomorrow",
+        ] {
+            let err = StartTime::parse(bad).unwrap_err();
+            assert!(err.contains("RFC 3339"), "{bad}: {err}");
+        }
     }
 }

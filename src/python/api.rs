@@ -19,7 +19,7 @@ use pyo3::types::PyBytes;
 use rayon::prelude::*;
 
 use super::arrow::ArrowStream;
-use crate::export::{self, batch, ExportError, ExportOptions, Exporter};
+use crate::export::{self, batch, ExportError, ExportOptions, Exporter, StartTime};
 use crate::query::{QueryEngine, QueryError};
 use crate::tach::info::FileInfo;
 use crate::tach::{SampleFilter, TachFile};
@@ -195,7 +195,7 @@ impl NativeProfile {
 
     /// Exports into `path` (Parquet: a directory of tables), or returns the bytes.
     #[pyo3(signature = (format, path=None, *, threads=None, start=None, end=None,
-                        status=None, per_thread=false, title=None, source_root=None))]
+                        status=None, per_thread=false, title=None, source_root=None, start_time=None))]
     #[allow(clippy::too_many_arguments)]
     fn export<'py>(
         &self,
@@ -209,6 +209,7 @@ impl NativeProfile {
         per_thread: bool,
         title: Option<String>,
         source_root: Option<Vec<(String, String)>>,
+        start_time: Option<String>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let exporter = exporter(format)?;
         let filter = filter(threads, start, end, status)?;
@@ -216,6 +217,7 @@ impl NativeProfile {
             per_thread,
             title,
             source_roots: source_root.unwrap_or_default(),
+            start_time: start_time_option(start_time)?,
         };
         let engine = self.engine.clone();
         let input = self.path.clone();
@@ -238,6 +240,13 @@ impl NativeProfile {
     }
 }
 
+/// `start_time=` as `tach export --start-time` takes it (None: estimated from the file).
+fn start_time_option(text: Option<String>) -> PyResult<StartTime> {
+    text.map_or(Ok(StartTime::default()), |t| {
+        StartTime::parse(&t).map_err(|e| PyValueError::new_err(format!("start_time: {e}")))
+    })
+}
+
 /// SQL over several files (globs expanded as by the CLI).
 #[pyfunction]
 fn query(py: Python<'_>, sql: String, paths: Vec<PathBuf>) -> PyResult<ArrowStream> {
@@ -254,7 +263,7 @@ fn query(py: Python<'_>, sql: String, paths: Vec<PathBuf>) -> PyResult<ArrowStre
 /// input order; a bad file does not stop the others.
 #[pyfunction]
 #[pyo3(signature = (paths, format, out_dir, workers=None, *, threads=None, start=None,
-                    end=None, status=None, per_thread=false, title=None, source_root=None))]
+                    end=None, status=None, per_thread=false, title=None, source_root=None, start_time=None))]
 #[allow(clippy::too_many_arguments)]
 fn convert(
     py: Python<'_>,
@@ -269,6 +278,7 @@ fn convert(
     per_thread: bool,
     title: Option<String>,
     source_root: Option<Vec<(String, String)>>,
+    start_time: Option<String>,
 ) -> PyResult<Vec<(PathBuf, PathBuf, Option<String>)>> {
     let exporter = exporter(format)?;
     let filter = filter(threads, start, end, status)?;
@@ -276,6 +286,7 @@ fn convert(
         per_thread,
         title,
         source_roots: source_root.unwrap_or_default(),
+        start_time: start_time_option(start_time)?,
     };
     if workers == Some(0) {
         return Err(PyValueError::new_err("workers must be at least 1"));

@@ -425,3 +425,164 @@ fn go_pprof_top_flat_and_cum_equal_tach_top() {
         assert_eq!(counted, total, "{name}: samples in -raw");
     }
 }
+
+/// `go tool pprof -raw`'s `Time:` line (run with TZ=UTC) as nanoseconds since the epoch,
+/// or `None` when the profile has no time; and its `Duration:` text.
+fn pprof_time(go: &str, file: &Path) -> (Option<i64>, String) {
+    let o = Command::new(go)
+        .args(["tool", "pprof", "-raw"])
+        .arg(file)
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    let time = field("Time: ").map(|t| {
+        let t = t
+            .strip_suffix(" +0000 UTC")
+            .unwrap_or_else(|| panic!("not UTC: {t}"));
+        chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f")
+            .unwrap_or_else(|e| panic!("{t}: {e}"))
+            .and_utc()
+            .timestamp_nanos_opt()
+            .unwrap()
+    });
+    (time, field("Duration: ").unwrap_or_default())
+}
+
+fn export_with(bin: &Path, out: &Path, args: &[&str]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_tach"))
+        .args(["export", "--pprof", "-o"])
+        .arg(out)
+        .args(args)
+        .arg(bin)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `--start-time` is the wall time of the recording's first sample: go tool pprof shows
+/// it plus the first kept sample's offset, which CPython's own gecko export gives (its
+/// sample times are milliseconds from the first sample). The three spellings agree.
+#[test]
+fn go_pprof_time_is_the_given_start_plus_the_first_kept_sample() {
+    let Some(go) = go() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let name = "threads_mixed";
+    let bin = common::golden_path(&format!("{name}.bin"));
+    let gecko: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(common::golden_path(&format!("{name}.gecko.json"))).unwrap(),
+    )
+    .unwrap();
+    let times: Vec<f64> = gecko["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["samples"]["time"].as_array().unwrap().iter())
+        .map(|t| t.as_f64().unwrap())
+        .collect();
+    let base = 1_795_168_800_000_000_000_i64; // 2026-11-20T10:00:00Z
+    for (from, spellings) in [
+        (
+            0.0,
+            [
+                "2026-11-20T10:00:00Z",
+                "2026-11-20 11:00:00+01:00",
+                "1795168800",
+            ],
+        ),
+        (
+            1.0,
+            [
+                "2026-11-20T10:00:00Z",
+                "2026-11-20T05:00:00.000-05:00",
+                "1795168800.000000000",
+            ],
+        ),
+    ] {
+        let kept: Vec<f64> = times
+            .iter()
+            .copied()
+            .filter(|&t| t >= from * 1000.0)
+            .collect();
+        let first_ms = kept.iter().copied().fold(f64::INFINITY, f64::min);
+        let last_ms = kept.iter().copied().fold(0.0, f64::max);
+        let expected = base + (first_ms * 1000.0).round() as i64 * 1000;
+        for when in spellings {
+            let out = dir.path().join("t.pb.gz");
+            let from_arg = from.to_string();
+            export_with(&bin, &out, &["--start-time", when, "--start", &from_arg]);
+            let (time, duration) = pprof_time(go, &out);
+            assert_eq!(time, Some(expected), "{when} --start {from}");
+            // pprof prints Go's duration text ("3.035859s") cut to 4 characters.
+            let seconds = (last_ms - first_ms + 1.0) / 1000.0;
+            assert_eq!(
+                duration,
+                format!("{seconds:.6}")[..4],
+                "{when} --start {from}"
+            );
+        }
+    }
+    let out = dir.path().join("none.pb.gz");
+    export_with(&bin, &out, &["--start-time", "none"]);
+    assert_eq!(
+        pprof_time(go, &out).0,
+        None,
+        "--start-time none sets no time"
+    );
+}
+
+/// By default the time comes from the file: a real CPython 3.15 recording made in the
+/// chroot gets a time between the wall clock before the recording and after it.
+#[test]
+fn go_pprof_time_of_a_fresh_cpython_recording_is_when_it_ran() {
+    let Some(go) = go() else { return };
+    let Some(tool) = common::cpython_chroot() else {
+        return;
+    };
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = manifest.join("target/pprof-time");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("fresh.bin");
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64
+    };
+    let before = now();
+    let status = Command::new(&tool)
+        .args([
+            "run",
+            "--",
+            "python3.15",
+            "-m",
+            "profiling.sampling",
+            "run",
+            "--binary",
+        ])
+        .args(["-r", "1khz", "-o"])
+        .arg(bin.strip_prefix(manifest).unwrap())
+        .arg("tests/data/heatmap/stdlib_workload.py")
+        .current_dir(manifest)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    let after = now();
+    assert!(status.success(), "CPython's sampler failed");
+    let out = dir.join("fresh.pb.gz");
+    export_with(&bin, &out, &[]);
+    let (time, duration) = pprof_time(go, &out);
+    let time = time.expect("the default sets a time");
+    let seconds: f64 = duration.parse().unwrap();
+    assert!(
+        before <= time && time + (seconds * 1e9) as i64 <= after + 50_000_000,
+        "recorded between {before} and {after}, pprof says {time} for {seconds} s"
+    );
+}

@@ -5,8 +5,12 @@
 //! the recording's mode (`cpu`, `gil`, or `wall` for every other mode); each sample's
 //! time is its count times the sampling interval, which is also `period` (with
 //! `period_type` the time type). `duration_nanos` spans the kept samples' first to last
-//! timestamp plus one interval. `time_nanos` is left unset: TACH's start time is a
-//! monotonic clock reading, not a time since the epoch.
+//! timestamp plus one interval. `time_nanos` is the wall-clock time of the first kept
+//! sample. TACH holds only monotonic clock readings, so it comes from
+//! [`StartTime`](super::StartTime): given (`--start-time`, the wall time of the
+//! recording's first sample), left unset, or by default the file's modification time
+//! minus the time from the first kept sample to the recording's last sample (the
+//! writers finish the file right after the last sample).
 //!
 //! One `Function` per distinct (name, filename), one `Location` per distinct (function,
 //! line); TACH records no first line of a function, so `start_line` stays 0. Frames
@@ -29,7 +33,7 @@ use flate2::write::GzEncoder;
 use prost::Message;
 
 use super::render::{is_internal, lineno};
-use super::{write_error, ExportError, ExportInput, Exporter, Result};
+use super::{write_error, ExportError, ExportInput, Exporter, Result, StartTime};
 use crate::tach::filter::status;
 use crate::tach::index::StackTable;
 use crate::tach::ProfilingMode;
@@ -84,6 +88,35 @@ impl Strings {
 /// Aggregation key: (stack id, thread id, interpreter id, status byte).
 type Key = (u32, u64, u32, u8);
 
+/// `time_nanos`: the wall-clock time of the first kept sample (0, pprof's "unset", when
+/// it is unknown). `first_kept` and `last` are sample timestamps (monotonic µs).
+fn time_nanos(input: &ExportInput<'_>, first_kept: Option<u64>, last: Option<u64>) -> Result<i64> {
+    // Signed µs from `a` to `b`, in ns (timestamps are one clock; wrapping as the format).
+    let ns_between = |a: u64, b: u64| (b.wrapping_sub(a) as i64).saturating_mul(1000);
+    Ok(match input.options.start_time {
+        StartTime::Unset => 0,
+        StartTime::At(first_sample_ns) => {
+            let offset = match (input.origin_us()?, first_kept) {
+                (Some(origin), Some(first)) => ns_between(origin, first),
+                _ => 0,
+            };
+            first_sample_ns.saturating_add(offset)
+        }
+        StartTime::FromFileTime => {
+            let modified = std::fs::metadata(input.file.path())
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .and_then(|d| i64::try_from(d.as_nanos()).ok());
+            match (modified, first_kept, last) {
+                (Some(m), Some(first), Some(last)) => m.saturating_sub(ns_between(first, last)),
+                (Some(m), _, _) => m,
+                (None, _, _) => 0,
+            }
+        }
+    })
+}
+
 /// The sample-time value type for the recording's mode.
 fn time_type(mode: ProfilingMode) -> &'static str {
     match mode {
@@ -110,9 +143,11 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
     let mut counts: HashMap<Key, usize> = HashMap::new();
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut span: Option<(u64, u64)> = None;
+    let mut last_timestamp: Option<u64> = None;
     let mut stream = file.samples();
     while let Some(run) = stream.next_run()? {
         for s in run.samples() {
+            last_timestamp = Some(last_timestamp.map_or(s.timestamp_us, |t| t.max(s.timestamp_us)));
             let i = s.thread as usize;
             if i >= slot_stack.len() {
                 slot_stack.resize(i + 1, None);
@@ -262,7 +297,7 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
         location: locations,
         function: functions,
         string_table: strings.table,
-        time_nanos: 0,
+        time_nanos: time_nanos(input, span.map(|(first, _)| first), last_timestamp)?,
         duration_nanos: duration_ns as i64,
         period_type: Some(time_type),
         period: interval_ns as i64,
