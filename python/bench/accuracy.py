@@ -253,8 +253,13 @@ def run_tach(py, env, driver, seconds, rate, out, extra=()):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if p.returncode != 0:
         sys.exit(f"tach run failed ({p.returncode}): {shlex.join(cmd)}\n{p.stderr}")
-    summary = [ln for ln in p.stderr.splitlines() if ln.startswith("tach:")]
-    m = re.search(r"\(([\d.]+)% ticks with errors", p.stderr)
+    return finish_tach(p.stderr, out)
+
+
+def finish_tach(stderr, out):
+    """The recorder's summary and error rate, and its recording's folded stacks."""
+    summary = [ln for ln in stderr.splitlines() if ln.startswith("tach:")]
+    m = re.search(r"\(([\d.]+)% ticks with errors", stderr)
     err = float(m.group(1)) if m else float("nan")
     # The host's tach reads every version's files (this interpreter's tach package).
     subprocess.run([sys.executable, "-c", "import sys; from tach._cli import main; "
@@ -313,6 +318,33 @@ def run_cpython(py, env, driver, seconds, rate, out):
     return parse_collapsed(out + ".ref")
 
 
+def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, extra=()):
+    """tach and the reference record one process together: the reference attaches by
+    pid to `python -m tach run`, so both see the same execution and the program's own
+    mix of work, which moves between runs, drops out of the comparison."""
+    cmd = py + ["-m", "tach", "run", "--no-gc", *extra, "-r", str(rate), "-o", out + ".tach",
+                driver, str(seconds)]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    pid = wait_for_child_python(proc.pid, driver)
+    if reference == "pyspy":
+        ref_cmd = [find_pyspy(), "record", "--idle", "--nolineno", "--full-filenames",
+                   "--format", "raw", "-r", str(ref_rate), "-o", out + ".pyspy",
+                   "--pid", str(pid)]
+        ref_file, parse = out + ".pyspy", parse_pyspy
+    else:
+        ref_cmd = py + ["-m", "profiling.sampling", "attach", "--blocking", "--no-gc", "-r",
+                        str(ref_rate), "--collapsed", "-o", out + ".ref", str(pid)]
+        ref_file, parse = out + ".ref", parse_collapsed
+    ref = subprocess.run(ref_cmd, env=env, capture_output=True, text=True, check=False)
+    _, stderr = proc.communicate()
+    if proc.returncode != 0:
+        sys.exit(f"tach run failed ({proc.returncode}): {shlex.join(cmd)}\n{stderr}")
+    if ref.returncode != 0 or not os.path.exists(ref_file):
+        sys.exit(f"reference failed ({ref.returncode}): {shlex.join(ref_cmd)}\n{ref.stderr}")
+    ours, err, summary = finish_tach(stderr, out)
+    return ours, err, summary, parse(ref_file)
+
+
 def compare(name, ours, ref, top):
     (s_ours, i_ours, n_ours), (s_ref, i_ref, n_ref) = ours, ref
     keys = sorted(i_ref, key=lambda k: (-i_ref[k], k))[:top]
@@ -348,6 +380,8 @@ def main():
     ap.add_argument("--reuse", action="store_true",
                     help="reuse the reference's recordings already in --keep (tach runs again)")
     ap.add_argument("--json", default=None, help="also write the figures here")
+    ap.add_argument("--same-process", action="store_true",
+                    help="the reference attaches to tach's own run (one execution for both)")
     args = ap.parse_args()
 
     install_lib(args.lib)
@@ -371,10 +405,18 @@ def main():
         with open(driver, "w") as f:
             f.write(PROGRAMS[name] + DRIVER_TAIL)
         out = os.path.join(work_dir, name)
-        ours_stacks, err, summary = run_tach(py, env, driver, args.seconds, args.rate, out,
-                                             ["--no-blocking"] if args.no_blocking else [])
+        extra = ["--no-blocking"] if args.no_blocking else []
         ref_file = out + {"pyspy": ".pyspy", "cpython": ".ref"}[args.reference]
-        if args.reuse and os.path.exists(ref_file):
+        if args.same_process:
+            ours_stacks, err, summary, ref_stacks = run_same_process(
+                py, env, driver, args.seconds, args.rate, args.reference_rate or args.rate,
+                out, args.reference, extra)
+        else:
+            ours_stacks, err, summary = run_tach(py, env, driver, args.seconds, args.rate,
+                                                 out, extra)
+        if args.same_process:
+            pass
+        elif args.reuse and os.path.exists(ref_file):
             parse = parse_pyspy if args.reference == "pyspy" else parse_collapsed
             ref_stacks = parse(ref_file)
         else:
@@ -382,14 +424,17 @@ def main():
                                    args.reference_rate or args.rate, out)
         rows, worst, n_ours, n_ref = compare(
             name, shares(ours_stacks, driver), shares(ref_stacks, driver), args.top)
-        print(f"\n## {name}: tach {n_ours} samples in work, {err:.2f}% ticks with errors; "
-              f"{args.reference} {n_ref} samples in work")
+        m = re.search(r"([\d.]+)% missed", " ".join(summary))
+        missed = float(m.group(1)) if m else float("nan")
+        print(f"\n## {name}: tach {n_ours} samples in work, {err:.2f}% ticks with errors, "
+              f"{missed:.2f}% missed; {args.reference} {n_ref} samples in work")
         print(f"{'function':<58} {'self tach':>9} {'ref':>6} {'incl tach':>9} {'ref':>6}")
         for (file, func), v in rows:
             label = f"{func} ({file})"[:58]
             print(f"{label:<58} {v[0]:9.1f} {v[1]:6.1f} {v[2]:9.1f} {v[3]:6.1f}")
         print(f"largest gap: {worst[0]:.1f} points, {worst[1]}")
-        results[name] = {"error_rate": err, "largest_gap": worst[0], "where": worst[1],
+        results[name] = {"error_rate": err, "missed": missed, "largest_gap": worst[0],
+                         "where": worst[1],
                          "samples": n_ours, "reference_samples": n_ref,
                          "rows": [[f, fn, *v] for (f, fn), v in rows]}
     if args.json:
@@ -398,7 +443,8 @@ def main():
     if not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)
     print("\nsummary: " + ", ".join(
-        f"{n} gap {r['largest_gap']:.1f} err {r['error_rate']:.2f}%" for n, r in results.items()))
+        f"{n} gap {r['largest_gap']:.1f} err {r['error_rate']:.2f}% missed {r['missed']:.2f}%"
+        for n, r in results.items()))
 
 
 if __name__ == "__main__":
