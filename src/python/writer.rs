@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySequence, PyString, PyTuple};
 
 use super::api::{tach_error, TachError};
+use crate::record::clock::monotonic_us;
 use crate::tach::header::MAX_STACK_DEPTH;
 use crate::tach::{CaptureFeatures, Compression, Location, ProfilingMode, Stats};
 
@@ -132,17 +133,6 @@ fn parse_features(cfg: Option<&Bound<'_, PyDict>>) -> PyResult<Option<CaptureFea
         }
     }
     Ok(Some(f))
-}
-
-/// CLOCK_MONOTONIC in µs, CPython's `time.monotonic()` clock for start times.
-fn monotonic_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 impl Writer {

@@ -6,7 +6,7 @@
 //! - [`DebugOffsetsLayout`]: CPython 3.13, 3.14 and 3.15, which publish their offsets in
 //!   `_Py_DebugOffsets` at the start of `_PyRuntime`; read from the running interpreter.
 //!
-//! Both produce the same [`Offsets`]; the walker in `unwind.rs` only sees those and the
+//! Both produce the same [`Offsets`]; the walker in `sampler/unwind.rs` only sees those and the
 //! few behaviours that differ (how to find the current frame, frame ownership, tags).
 
 use super::memory::{MemoryReader, ReadError};

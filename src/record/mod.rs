@@ -6,7 +6,9 @@
 //! - `resolve`: code objects to names and locations, cached by address with a
 //!   fingerprint that notices reused addresses.
 //! - `linetable`: CPython's location table.
-//! - `sampler`: the native sampling thread, the statistics and the TACH writer.
+//! - `sampler`: the native sampling thread, the statistics and the TACH writer, split by
+//!   concern (`window`, `threads`, `unwind`, `resolution`, `session`).
+//! - `clock`: the monotonic and thread CPU clocks (shared with the Python writer).
 //! - `pause`: pausing the thread that holds the GIL while a tick reads the stacks.
 //! - `target`: finding this process's interpreter and its layout.
 //! - `cli`: the command line that runs a Python program under the recorder.
@@ -17,6 +19,8 @@
 // binary alone only starts `python -m tach run`. Built without the extension, the
 // sampling half of this module is compiled (and checked) but not called.
 pub(crate) mod cli;
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+pub(crate) mod clock;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod layout;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]

@@ -1,0 +1,384 @@
+//! The sampling thread: every interval, read each thread's Python stack through the
+//! [`MemoryReader`] and the [`InterpreterLayout`], and stream it to a TACH [`Writer`].
+//!
+//! It is a plain native thread. It never takes the GIL, never runs Python code and never
+//! calls into the C API; everything it knows comes from fault-tolerant reads, validated
+//! before use. A sample that does not validate is dropped and counted.
+
+//!
+//! By concern: `window` (the page window and the snapshot), `threads` (one tick over
+//! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
+//! to frame indices) and `session` (the sampling loop and its thread).
+
+mod resolution;
+mod session;
+#[cfg(test)]
+mod tests;
+mod threads;
+mod unwind;
+mod window;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::BufWriter;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::tach::{
+    CaptureFeatures, Compression, ProfilingMode, Stats, TachError, Writer, MAX_STACK_DEPTH,
+};
+
+use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
+use super::linetable;
+use super::memory::{MemoryReader, ReadError};
+use super::pause::Pauser;
+use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
+
+/// Status byte bits, with CPython's meanings.
+pub use crate::tach::filter::status::{
+    GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
+};
+
+use super::clock::{monotonic_us, thread_cpu_sec};
+
+pub use session::Session;
+use window::{
+    ExceptionFields, Snapshot, Window, MAX_SLOTS, PAGE, WINDOW_MAX_PAGES, WINDOW_MIN_PAGES,
+};
+
+/// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
+const MAX_WALK: usize = 4096;
+/// Thread states followed per interpreter before giving up.
+const MAX_THREADS: usize = 1 << 16;
+/// How many intervals behind schedule the sampler catches up before skipping ticks.
+/// Catching up samples back to back, and a burst of samples taken microseconds apart
+/// all land in the same function: that would skew attribution, so the backlog is kept
+/// to two ticks and older ones are skipped (and reported as missed).
+const MAX_BACKLOG_TICKS: u64 = 2;
+/// How often the crash journal is appended to: what a killed process loses, at most.
+const JOURNAL_SYNC_US: u64 = 250_000;
+/// Interpreters followed before giving up.
+const MAX_INTERPRETERS: usize = 256;
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub path: PathBuf,
+    pub interval_us: u64,
+    pub mode: ProfilingMode,
+    pub all_threads: bool,
+    pub opcodes: bool,
+    /// Mark garbage collection with a `<GC>` frame (CPython's default; `--no-gc`).
+    pub gc: bool,
+    pub compression: Compression,
+    /// Stop sampling (and finish the file) after this long.
+    pub duration: Option<Duration>,
+    /// Frames whose file name starts with one of these are left out (the recorder's
+    /// own harness).
+    pub hidden_prefixes: Vec<String>,
+    /// Pause the thread holding the GIL while a tick reads the stacks, so that every
+    /// sample describes one moment (see `pause`).
+    pub blocking: bool,
+}
+
+impl RecordOptions {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RecordOptions {
+            path: path.into(),
+            interval_us: 1000,
+            mode: ProfilingMode::Wall,
+            all_threads: false,
+            opcodes: false,
+            gc: true,
+            compression: Compression::Zstd,
+            duration: None,
+            hidden_prefixes: Vec::new(),
+            blocking: true,
+        }
+    }
+
+    /// The capture features written in the header's config word.
+    pub fn features(&self) -> CaptureFeatures {
+        CaptureFeatures {
+            all_threads: self.all_threads,
+            opcodes: self.opcodes,
+            gc: self.gc,
+            ..CaptureFeatures::default()
+        }
+    }
+}
+
+/// Everything the sampler needs to know about the interpreter it samples.
+pub struct Target {
+    pub mem: Box<dyn MemoryReader>,
+    pub layout: Box<dyn InterpreterLayout>,
+    /// Address of `_PyRuntime`.
+    pub runtime: u64,
+    pub types: Types,
+    /// The pid whose main thread gets MAIN_THREAD (its tid equals the pid on Linux).
+    pub pid: u64,
+    pub opcodes: Option<OpcodeTables>,
+}
+
+/// What a recording did, returned by [`Session::stop`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordStats {
+    pub path: PathBuf,
+    /// Sampling ticks (one per interval, each sampling every thread).
+    pub ticks: u64,
+    /// Ticks where at least one thread's sample was dropped, or the thread list was
+    /// unreadable.
+    pub error_ticks: u64,
+    /// Thread samples written.
+    pub samples: u64,
+    /// Thread samples dropped because what was read did not validate.
+    pub dropped: u64,
+    /// Thread samples left out by the mode (cpu, gil, exception).
+    pub filtered: u64,
+    pub duration_sec: f64,
+    pub sample_rate: f64,
+    pub error_rate: f64,
+    pub missed_samples: f64,
+    pub expected_ticks: u64,
+    pub threads: u32,
+    pub frames: u32,
+    pub strings: u32,
+    pub file_size: u64,
+    pub code_objects: u64,
+    pub reused_addresses: u64,
+    /// CPU time the sampling thread used, in seconds (what the recording cost the
+    /// machine, whichever core it ran on).
+    pub sampler_cpu_sec: f64,
+    /// Blocking: ticks read with the GIL holder paused, and pauses that were asked for
+    /// and did not take effect within the wait (those ticks read running threads).
+    pub paused_ticks: u64,
+    pub pause_timeouts: u64,
+    /// Set when the file could not be written or the sampler failed.
+    pub error: Option<String>,
+}
+
+/// `RawFrame::code` of the synthetic `<GC>` frame.
+const GC_MARK: u64 = u64::MAX;
+
+/// A raw frame: where its code object is, and its instruction pointer.
+#[derive(Debug, Clone, Copy)]
+struct RawFrame {
+    code: u64,
+    instr: u64,
+    owner: u8,
+    /// The frame above it in the chain is a Python frame it called (not a C call).
+    called_python: bool,
+}
+
+/// The sampler's state, owned by its thread.
+pub struct Sampler {
+    target: Target,
+    opts: RecordOptions,
+    writer: Writer<BufWriter<File>>,
+    cache: CodeCache,
+    start_us: u64,
+    tstate_buf: Vec<u8>,
+    frame_buf: Vec<u8>,
+    raw: Vec<RawFrame>,
+    ranges: Vec<(u64, usize)>,
+    header_buf: Vec<u8>,
+    stack: Vec<u32>,
+    proc_stat: HashMap<u64, File>,
+    /// Per thread id: where its innermost frame was at the last sample, the guess that
+    /// picks the pages of the next snapshot (3.11 would need a read to find it).
+    last_frame: HashMap<u64, u64>,
+    /// Per thread id (3.11): the C frames of the eval loops it was last seen in, most
+    /// recent first.
+    cframes: HashMap<u64, [u64; MAX_SLOTS]>,
+    seen_tids: HashSet<u64>,
+    stats: RecordStats,
+    /// The first error writing the file; sampling stops when set.
+    write_error: Option<String>,
+    window: Window,
+    codes: Vec<u64>,
+    code_slot: Vec<usize>,
+    /// Where each of `codes` was read in `header_buf`: (start, length).
+    code_at: Vec<(usize, usize)>,
+    small_buf: Vec<u8>,
+    /// (interpreter, thread state) of the main thread, once found.
+    main_tstate: Option<(u64, u64)>,
+    /// The current interpreter's garbage collector: (collecting, triggering frame).
+    gc_state: (bool, u64),
+    /// Writer index of the `<GC>` frame, once interned.
+    gc_frame_id: Option<u32>,
+    /// Why samples were dropped, by reason (a handful of distinct ones).
+    drop_reasons: Vec<(ReadError, u64)>,
+    /// Pages of data stack the last walk spanned: what the next snapshot reads.
+    stack_pages: u64,
+    /// Stack reads taken again because the first did not validate, and (with
+    /// `TACH_RECORD_DEBUG`) why.
+    retries: u64,
+    retry_reasons: Vec<(ReadError, u64)>,
+    debug: bool,
+    /// Samples written so far, for [`Session::samples_written`].
+    progress: Arc<AtomicU64>,
+    /// Pauses the GIL holder during a tick (`RecordOptions::blocking`, in-process).
+    pauser: Option<Pauser>,
+}
+
+/// Bytecode read along with a code object's header, at most (longer functions are read
+/// in part: the check for a return instruction is skipped past it).
+const MAX_BYTECODE_UNITS: u64 = 4096;
+
+/// `_PyInterpreterFrame.owner` of a generator's or coroutine's frame (3.11 to 3.15).
+const FRAME_OWNED_BY_GENERATOR: u8 = 1;
+
+/// Reads of one thread's stack before its sample is dropped.
+const READ_ATTEMPTS: u32 = 4;
+
+impl Sampler {
+    /// Creates the output file (so that a bad path fails at start, in the caller).
+    pub fn new(target: Target, opts: RecordOptions) -> Result<Sampler, TachError> {
+        let start_us = monotonic_us();
+        let version = target.layout.version();
+        let writer = Writer::builder(opts.interval_us)
+            .start_time_us(start_us)
+            .compression(opts.compression)
+            .mode(opts.mode)
+            .features(Some(opts.features()))
+            .python_version(version)
+            .journal(Some(crate::tach::journal::journal_path(&opts.path)))
+            .create(&opts.path)?;
+        let o = target.layout.offsets();
+        let tstate_buf = vec![0u8; o.tstate_size as usize];
+        let frame_buf = vec![0u8; o.frame_size as usize];
+        let stats = RecordStats {
+            path: opts.path.clone(),
+            ..RecordStats::default()
+        };
+        let (opts_blocking, target_pid) = (opts.blocking, target.pid);
+        Ok(Sampler {
+            target,
+            opts,
+            writer,
+            cache: CodeCache::new(),
+            start_us,
+            tstate_buf,
+            frame_buf,
+            raw: Vec::with_capacity(MAX_STACK_DEPTH),
+            ranges: Vec::with_capacity(2 * MAX_STACK_DEPTH),
+            header_buf: Vec::new(),
+            stack: Vec::with_capacity(MAX_STACK_DEPTH),
+            proc_stat: HashMap::new(),
+            last_frame: HashMap::new(),
+            cframes: HashMap::new(),
+            seen_tids: HashSet::new(),
+            stats,
+            write_error: None,
+            window: Window::default(),
+            codes: Vec::with_capacity(64),
+            code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
+            code_at: Vec::with_capacity(64),
+            small_buf: Vec::with_capacity(256),
+            main_tstate: None,
+            gc_state: (false, 0),
+            gc_frame_id: None,
+            drop_reasons: Vec::new(),
+            stack_pages: WINDOW_MIN_PAGES,
+            retries: 0,
+            retry_reasons: Vec::new(),
+            debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
+            progress: Arc::new(AtomicU64::new(0)),
+            // Only our own threads can be paused with a signal.
+            // SAFETY: getpid has no preconditions.
+            pauser: (opts_blocking && target_pid == unsafe { libc::getpid() } as u64)
+                .then(Pauser::new)
+                .flatten(),
+        })
+    }
+
+    /// Samples every thread once, at `now_us`. Returns false if the tick had errors.
+    pub fn tick(&mut self, now_us: u64) -> bool {
+        self.stats.ticks += 1;
+        let ok = self.sample_all(now_us).unwrap_or(false);
+        if !ok {
+            self.stats.error_ticks += 1;
+        }
+        ok
+    }
+
+    fn note_drop(&mut self, e: ReadError) {
+        count_reason(&mut self.drop_reasons, e);
+    }
+
+    fn note_retry(&mut self, e: ReadError) {
+        count_reason(&mut self.retry_reasons, e);
+    }
+
+    /// Finishes the file: stats block, tables, footer, header.
+    pub fn finish(mut self, end_us: u64) -> RecordStats {
+        // TACH_RECORD_DEBUG=1: why samples were dropped, for diagnosing a recorder.
+        if self.debug {
+            eprintln!("tach: {} stack reads taken again", self.retries);
+            if let Some(p) = &self.pauser {
+                eprintln!("tach: {} pauses, {} timed out", p.paused, p.timeouts);
+            }
+            for (reason, n) in &self.retry_reasons {
+                eprintln!("tach: read again {n} times: {reason}");
+            }
+            for (reason, n) in &self.drop_reasons {
+                eprintln!("tach: dropped {n} samples: {reason}");
+            }
+        }
+        let s = &mut self.stats;
+        let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
+        let interval = self.opts.interval_us.max(1) as f64 / 1e6;
+        s.duration_sec = duration;
+        s.sample_rate = if duration > 0.0 {
+            s.ticks as f64 / duration
+        } else {
+            0.0
+        };
+        s.error_rate = if s.ticks > 0 {
+            s.error_ticks as f64 / s.ticks as f64 * 100.0
+        } else {
+            0.0
+        };
+        s.expected_ticks = (duration / interval) as u64;
+        s.missed_samples = if s.expected_ticks > 0 && s.expected_ticks > s.ticks {
+            (s.expected_ticks - s.ticks) as f64 / s.expected_ticks as f64 * 100.0
+        } else {
+            0.0
+        };
+        s.code_objects = self.cache.resolved;
+        s.reused_addresses = self.cache.reused;
+        s.sampler_cpu_sec = thread_cpu_sec();
+        if let Some(p) = &self.pauser {
+            s.paused_ticks = p.paused;
+            s.pause_timeouts = p.timeouts;
+        }
+        self.writer.set_stats(Stats::new(
+            s.duration_sec,
+            s.sample_rate,
+            Some(s.error_rate),
+            Some(s.missed_samples),
+        ));
+        let mut stats = self.stats.clone();
+        match self.writer.finish() {
+            Ok(sum) => {
+                stats.threads = sum.threads;
+                stats.frames = sum.frames;
+                stats.strings = sum.strings;
+                stats.file_size = sum.file_size;
+                stats.samples = sum.samples;
+            }
+            Err(e) => stats.error = Some(e.to_string()),
+        }
+        stats
+    }
+}
+
+fn count_reason(reasons: &mut Vec<(ReadError, u64)>, e: ReadError) {
+    match reasons.iter_mut().find(|(r, _)| *r == e) {
+        Some((_, n)) => *n += 1,
+        None => reasons.push((e, 1)),
+    }
+}

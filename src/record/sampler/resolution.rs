@@ -1,0 +1,202 @@
+//! Resolution: the walked frames' code objects (read in one batch, checked against the
+//! code cache's fingerprints) to the writer's frame indices, with locations and opcodes.
+
+use super::*;
+
+impl Sampler {
+    /// Turns the raw frames into writer frame indices in `self.stack`.
+    pub(super) fn resolve_stack(&mut self, o: &Offsets) -> Result<(), ReadError> {
+        self.stack.clear();
+        if self.raw.is_empty() {
+            return Ok(());
+        }
+        let hsize = o.code_header_size as usize;
+        // Opcodes at the instruction pointer, when the version has no caches to skip.
+        let read_units = self.opts.opcodes
+            && self
+                .target
+                .opcodes
+                .as_ref()
+                .is_some_and(|t| t.caches.is_none());
+        // One read for the whole stack: each distinct code object's header once (a
+        // recursion repeats the same one), then the code unit at each frame's
+        // instruction pointer when opcodes are read there.
+        self.codes.clear();
+        self.code_slot.clear();
+        for f in &self.raw {
+            if f.code == GC_MARK {
+                self.code_slot.push(usize::MAX);
+                continue;
+            }
+            let slot = match self.codes.iter().position(|&c| c == f.code) {
+                Some(k) => k,
+                None => {
+                    self.codes.push(f.code);
+                    self.codes.len() - 1
+                }
+            };
+            self.code_slot.push(slot);
+        }
+        // Each code object's header, and its bytecode when its size is known from an
+        // earlier sample: to tell a caller already on its return instruction.
+        self.ranges.clear();
+        self.code_at.clear();
+        let mut at = 0;
+        for &c in &self.codes {
+            let units = match o.return_opcodes {
+                Some(_) => self.cache.units_of(c).unwrap_or(0).min(MAX_BYTECODE_UNITS),
+                None => 0,
+            };
+            let len = hsize + 2 * units as usize;
+            self.ranges.push((c, len));
+            self.code_at.push((at, len));
+            at += len;
+        }
+        if read_units {
+            for f in &self.raw {
+                if f.code != GC_MARK {
+                    self.ranges.push((f.instr, 2));
+                }
+            }
+        }
+        let units_at = at;
+        let units_len = if read_units { 2 * self.raw.len() } else { 0 };
+        if self.header_buf.len() < units_at + units_len {
+            self.header_buf.resize(units_at + units_len, 0);
+        }
+        let done = self
+            .target
+            .mem
+            .read_many(&self.ranges, &mut self.header_buf);
+        if done != self.ranges.len() {
+            return Err(ReadError::Invalid("code object unreadable"));
+        }
+        let opcode_tables = if self.opts.opcodes {
+            self.target.opcodes.as_ref()
+        } else {
+            None
+        };
+        // (code, instr, frame index or None if left out, on a return instruction) of the
+        // previous frame: deep recursion repeats the same frame many times.
+        let mut last: Option<(u64, u64, Option<u32>, bool)> = None;
+        let gc_id = self.gc_frame_id;
+        let returning = |stack: &mut Vec<u32>| {
+            // A frame on its return instruction has unlinked its callees: the frames
+            // above it in the chain were read after the thread had left them.
+            stack.retain(|&id| Some(id) == gc_id);
+        };
+        // Index of the frame's code unit in the batched read (GC marks have none).
+        let mut unit = 0usize;
+        for (i, f) in self.raw.iter().enumerate() {
+            if f.code == GC_MARK {
+                let id = match self.gc_frame_id {
+                    Some(id) => id,
+                    None => {
+                        let id = self.writer.frame("~", "<GC>", None, None);
+                        self.gc_frame_id = Some(id);
+                        id
+                    }
+                };
+                self.stack.push(id);
+                continue;
+            }
+            let unit_at = units_at + 2 * unit;
+            unit += 1;
+            if let Some((c, ip, id, on_return)) = last {
+                if c == f.code && ip == f.instr && !read_units {
+                    if on_return && f.called_python {
+                        returning(&mut self.stack);
+                    }
+                    if let Some(id) = id {
+                        self.stack.push(id);
+                    }
+                    continue;
+                }
+            }
+            last = Some((f.code, f.instr, None, false));
+            let slot = self.code_slot[i];
+            let (code_start, code_len) = self.code_at[slot];
+            let header = &self.header_buf[code_start..code_start + hsize];
+            let fp = Fingerprint::from_header(o, &self.target.types, header)?;
+            let entry = self.cache.get(
+                &*self.target.mem,
+                o,
+                &self.target.types,
+                f.code,
+                header,
+                fp,
+                &self.opts.hidden_prefixes,
+                // Always, where there are any: 3.11's instruction starts (below).
+                self.target.opcodes.as_ref(),
+            )?;
+            let start = f.code.wrapping_add(o.code_adaptive);
+            let index = (f.instr.wrapping_sub(start) as i64).div_euclid(2);
+            if o.instr_is_prev {
+                // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
+                // it from tracebacks too); generator frames are always complete.
+                let first = entry.first_traceable.unwrap_or(0) as i64;
+                if f.owner != FRAME_OWNED_BY_GENERATOR && index < first {
+                    continue;
+                }
+            }
+            if index < 0 || index as u64 >= entry.code_units {
+                return Err(ReadError::Invalid("instruction pointer outside its code"));
+            }
+            // The code unit at the instruction, when the bytecode was read with the header.
+            let unit_byte = hsize + 2 * index as usize;
+            // 3.11: a caller's instruction pointer rests on the last cache entry of its
+            // call (CALL, or BINARY_SUBSCR calling a class's __getitem__), whose low byte
+            // is data (a function version...) and may equal RETURN_VALUE's opcode: only
+            // an instruction start can be a return instruction.
+            let at_instruction = entry
+                .instr_starts
+                .as_ref()
+                .and_then(|s| s.get(index as usize))
+                .is_none_or(|&(start, _)| i64::from(start) == index);
+            let on_return = match o.return_opcodes {
+                Some(ops) if at_instruction && unit_byte < code_len => {
+                    ops.contains(&u16::from(self.header_buf[code_start + unit_byte]))
+                }
+                _ => false,
+            };
+            if on_return && f.called_python {
+                returning(&mut self.stack);
+            }
+            last = Some((f.code, f.instr, None, on_return));
+            if entry.hidden {
+                continue;
+            }
+            let index = index as u32;
+            let opcode = match opcode_tables {
+                None => 255u8,
+                Some(t) => match &entry.instr_starts {
+                    Some(starts) => starts.get(index as usize).map(|s| s.1).unwrap_or(255),
+                    None => {
+                        let unit = header_unit(&self.header_buf, unit_at);
+                        t.deopt[unit as usize]
+                    }
+                },
+            };
+            let key = (index, opcode);
+            let id = match entry.frames.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let loc =
+                        linetable::locate(&entry.linetable, entry.fingerprint.firstlineno, index)
+                            .filter(|l| l.lineno != -1);
+                    let op = (opcode != 255).then_some(opcode);
+                    let id = self.writer.frame(&entry.filename, &entry.qualname, loc, op);
+                    entry.frames.insert(key, id);
+                    id
+                }
+            };
+            self.stack.push(id);
+            last = Some((f.code, f.instr, Some(id), on_return));
+        }
+        Ok(())
+    }
+}
+
+fn header_unit(buf: &[u8], at: usize) -> u8 {
+    buf.get(at).copied().unwrap_or(0)
+}

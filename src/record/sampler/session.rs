@@ -1,0 +1,137 @@
+//! The sampling loop on its own thread, and the [`Session`] that starts and stops it.
+
+use super::*;
+
+impl Sampler {
+    /// Runs the sampling loop until `stop` is set or the duration has passed, then
+    /// finishes the file.
+    pub fn run(mut self, stop: &AtomicBool) -> RecordStats {
+        let interval = self.opts.interval_us.max(1);
+        let deadline = self
+            .opts
+            .duration
+            .map(|d| self.start_us + d.as_micros() as u64);
+        let mut next = self.start_us + interval;
+        let mut next_sync = self.start_us + JOURNAL_SYNC_US;
+        let mut failure = None;
+        // Wake up on time: the default timer slack (50 us) is 5% of a 1 kHz interval.
+        // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        // Best effort: a sampler that gets the CPU late samples the moments when the
+        // profiled threads are descheduled, which skews attribution on a busy machine.
+        // Raising its priority needs privileges; without them this silently fails.
+        // SAFETY: gettid and setpriority on this thread only.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, -10);
+        }
+        while !stop.load(Ordering::Acquire) {
+            let now = monotonic_us();
+            if deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if now < next {
+                std::thread::park_timeout(Duration::from_micros(next - now));
+                continue;
+            }
+            self.tick(now);
+            self.progress
+                .store(self.writer.sample_count(), Ordering::Relaxed);
+            if let Some(e) = self.write_error.take() {
+                failure = Some(e);
+                break;
+            }
+            if now >= next_sync {
+                next_sync = now + JOURNAL_SYNC_US;
+                if let Err(e) = self.writer.sync_journal(now) {
+                    eprintln!("tach: {e}; recording on without a crash journal");
+                }
+            }
+            next += interval;
+            // Behind schedule (a late wake-up on a busy machine): catch up, but by at
+            // most MAX_BACKLOG_TICKS; older ticks are skipped and show as missed.
+            let backlog = MAX_BACKLOG_TICKS * interval;
+            if now > next + backlog {
+                next += (now - next - backlog) / interval * interval;
+            }
+        }
+        let mut stats = self.finish(monotonic_us());
+        if stats.error.is_none() {
+            stats.error = failure;
+        }
+        stats
+    }
+}
+
+/// A recording in progress: the sampling thread and the flag that stops it.
+pub struct Session {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<RecordStats>,
+    path: PathBuf,
+    progress: Arc<AtomicU64>,
+}
+
+impl Session {
+    /// Creates the file and starts sampling.
+    pub fn start(target: Target, opts: RecordOptions) -> Result<Session, TachError> {
+        let path = opts.path.clone();
+        let sampler = Sampler::new(target, opts)?;
+        let progress = sampler.progress.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tach-sampler".into())
+            .spawn(move || {
+                let path = sampler.opts.path.clone();
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sampler.run(&flag)))
+                {
+                    Ok(stats) => stats,
+                    Err(_) => RecordStats {
+                        path,
+                        error: Some("the sampling thread failed; the file is incomplete".into()),
+                        ..RecordStats::default()
+                    },
+                }
+            })
+            .map_err(|e| TachError::Usage(format!("cannot start the sampling thread: {e}")))?;
+        Ok(Session {
+            stop,
+            thread,
+            path,
+            progress,
+        })
+    }
+
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    /// Samples written so far (after the last tick): what a crash test compares the
+    /// recovered file against.
+    pub fn samples_written(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
+    }
+
+    /// Whether the sampler has finished on its own (its duration ran out).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Stops sampling, finishes the file and returns what was recorded.
+    pub fn stop(self) -> RecordStats {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let path = self.path.clone();
+        self.thread.join().unwrap_or_else(|_| RecordStats {
+            path,
+            error: Some("the sampling thread failed".into()),
+            ..RecordStats::default()
+        })
+    }
+
+    /// Abandons the session without touching the file (in a forked child, where the
+    /// sampling thread does not exist).
+    pub fn abandon(self) {
+        std::mem::forget(self);
+    }
+}

@@ -1,0 +1,487 @@
+//! One tick: every interpreter's thread list, the GIL and the garbage collector in a few
+//! batched reads, then each thread's status and stack.
+
+use super::*;
+
+/// One thread at one tick, as the thread list gave it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ThreadAt {
+    pub tstate: u64,
+    /// Native thread id.
+    pub tid: u64,
+    pub interp_id: u32,
+    pub now_us: u64,
+    pub is_main: bool,
+    /// The GIL as read this tick, (locked, last holder): before 3.13 a thread state does
+    /// not say whether it holds the GIL, this does.
+    pub gil: (bool, u64),
+}
+
+/// What a read of one thread's stack needs to know: where its innermost frame pointer
+/// lives, where a `<GC>` frame goes and which exception fields ride along.
+pub(super) struct StackRead<'a> {
+    pub tstate: u64,
+    pub tid: u64,
+    /// Address of the thread's current-frame pointer (`None`: the thread has no frames).
+    pub slot: Option<u64>,
+    /// 3.15: the frame that triggered a running collection (`<GC>` goes just inside it).
+    pub gc_at: Option<u64>,
+    /// Before 3.15: a collection runs in this thread, `<GC>` goes on top.
+    pub gc_on_top: bool,
+    pub fields: &'a ExceptionFields,
+}
+
+/// Offset and length of the interpreter fields a tick reads (id, next, threads head).
+pub(super) fn interp_span(o: &Offsets) -> (u64, usize) {
+    let lo = o.interp_id.min(o.interp_next).min(o.interp_threads_head);
+    let hi = o.interp_id.max(o.interp_next).max(o.interp_threads_head) + 8;
+    (lo, (hi - lo) as usize)
+}
+
+/// Offset (from the runtime or the interpreter) and length of the GIL's `locked` flag
+/// and `last_holder`, when known.
+pub(super) fn gil_span(o: &Offsets) -> Option<(u64, usize)> {
+    let (l, h) = (o.gil_locked?, o.gil_holder?);
+    let lo = l.min(h);
+    let hi = (l + 4).max(h + 8);
+    Some((lo, (hi - lo) as usize))
+}
+
+/// (locked, holder) from the bytes of [`gil_span`] starting at offset `lo`.
+pub(super) fn gil_fields(o: &Offsets, bytes: &[u8], lo: u64) -> (bool, u64) {
+    let locked = o
+        .gil_locked
+        .and_then(|off| field_i32(bytes, off - lo))
+        .unwrap_or(0);
+    let holder = o
+        .gil_holder
+        .and_then(|off| field_u64(bytes, off - lo))
+        .unwrap_or(0);
+    (locked != 0, holder)
+}
+
+impl Sampler {
+    pub(super) fn sample_all(&mut self, now_us: u64) -> Result<bool, ReadError> {
+        let o = self.target.layout.offsets().clone();
+        let mut ok = true;
+        // One read for the runtime's fields (and 3.11's GIL, which lives there), one per
+        // interpreter for its fields (and the GIL from 3.12): system calls are the cost.
+        let runtime = self.target.runtime;
+        let gil = gil_span(&o);
+        let mut ranges = vec![(runtime.wrapping_add(o.runtime_interpreters_head), 8)];
+        if let (true, Some((lo, len))) = (o.gil_in_runtime, gil) {
+            ranges.push((runtime.wrapping_add(lo), len));
+        }
+        let mut buf = std::mem::take(&mut self.small_buf);
+        buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
+        if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+            self.small_buf = buf;
+            return Err(ReadError::Invalid("runtime unreadable"));
+        }
+        let mut interp = field_u64(&buf, 0).unwrap_or(0);
+        let mut gil_state = match (o.gil_in_runtime, gil) {
+            (true, Some((lo, _))) => Some(gil_fields(&o, &buf[8..], lo)),
+            _ => None,
+        };
+        self.seen_tids.clear();
+        let (ilo, ilen) = interp_span(&o);
+        let mut n_interp = 0;
+        while interp != 0 && n_interp < MAX_INTERPRETERS {
+            n_interp += 1;
+            ranges.clear();
+            ranges.push((interp.wrapping_add(ilo), ilen));
+            if let (false, Some((lo, len))) = (o.gil_in_runtime, gil) {
+                ranges.push((interp.wrapping_add(lo), len));
+            }
+            let gc_at = ranges.iter().map(|r| r.1).sum::<usize>();
+            let gc_fields = match (self.opts.gc, o.interp_gc_collecting) {
+                (true, Some(c)) => {
+                    ranges.push((interp.wrapping_add(c), 4));
+                    if let Some(f) = o.interp_gc_frame {
+                        ranges.push((interp.wrapping_add(f), 8));
+                    }
+                    true
+                }
+                _ => false,
+            };
+            buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
+            if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+                ok = false;
+                break;
+            }
+            self.gc_state = if gc_fields {
+                (
+                    field_i32(&buf, gc_at as u64).unwrap_or(0) != 0,
+                    field_u64(&buf, gc_at as u64 + 4).unwrap_or(0),
+                )
+            } else {
+                (false, 0)
+            };
+            let field = |off: u64| field_u64(&buf, off - ilo).unwrap_or(0);
+            let interp_id = field(o.interp_id) as u32;
+            let mut tstate = field(o.interp_threads_head);
+            let next_interp = field(o.interp_next);
+            if let (false, Some((lo, _))) = (o.gil_in_runtime, gil) {
+                gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
+            }
+            if let (Some(_), Some(state)) = (&self.pauser, gil_state) {
+                if n_interp == 1 {
+                    gil_state = Some(self.pause_gil_holder(&o, interp, state));
+                }
+            }
+            let (gil_locked, gil_holder) = gil_state.unwrap_or((false, 0));
+            // Main thread only: go straight to the main thread's state found at an
+            // earlier tick (it lives as long as the interpreter), checking that it still
+            // is what it was, rather than reading every thread state to find it again.
+            if !self.opts.all_threads {
+                if let Some((i, ts)) = self.main_tstate {
+                    let still = i == interp
+                        && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
+                        && field_u64(&self.tstate_buf, o.tstate_interp) == Some(interp)
+                        && field_u64(&self.tstate_buf, o.tstate_native_thread_id)
+                            == Some(self.target.pid);
+                    if still {
+                        let tid = self.target.pid;
+                        if self
+                            .sample_thread(
+                                &o,
+                                ThreadAt {
+                                    tstate: ts,
+                                    tid,
+                                    interp_id,
+                                    now_us,
+                                    is_main: true,
+                                    gil: (gil_locked, gil_holder),
+                                },
+                            )
+                            .map_err(|e| self.note_drop(e))
+                            .is_err()
+                        {
+                            self.stats.dropped += 1;
+                            ok = false;
+                        }
+                        interp = next_interp;
+                        continue;
+                    }
+                    if i == interp {
+                        self.main_tstate = None;
+                    }
+                }
+            }
+            let mut n = 0;
+            while tstate != 0 && n < MAX_THREADS {
+                n += 1;
+                if self.target.mem.read(tstate, &mut self.tstate_buf).is_err() {
+                    // A thread state freed while we walked the list: stop here.
+                    ok = false;
+                    break;
+                }
+                if field_u64(&self.tstate_buf, o.tstate_interp) != Some(interp) {
+                    ok = false;
+                    break;
+                }
+                let next = field_u64(&self.tstate_buf, o.tstate_next).unwrap_or(0);
+                let tid = field_u64(&self.tstate_buf, o.tstate_native_thread_id).unwrap_or(0);
+                let is_main = tid == self.target.pid;
+                // tid 0: a thread state created for a thread that has not started yet
+                // (3.13+ create it in the parent); it has no frames and no identity.
+                if tid != 0 && (self.opts.all_threads || is_main) {
+                    let thread = ThreadAt {
+                        tstate,
+                        tid,
+                        interp_id,
+                        now_us,
+                        is_main,
+                        gil: (gil_locked, gil_holder),
+                    };
+                    match self.sample_thread(&o, thread) {
+                        Ok(()) => {}
+                        Err(e) => {
+                            self.note_drop(e);
+                            self.stats.dropped += 1;
+                            ok = false;
+                        }
+                    }
+                    if !self.opts.all_threads {
+                        if self.main_tstate.is_none() {
+                            self.main_tstate = Some((interp, tstate));
+                        }
+                        break;
+                    }
+                }
+                tstate = next;
+            }
+            interp = next_interp;
+        }
+        self.small_buf = buf;
+        if let Some(p) = &mut self.pauser {
+            p.resume();
+        }
+        // Forget /proc handles of threads that are gone.
+        let seen = &self.seen_tids;
+        if self.proc_stat.len() > seen.len() {
+            self.proc_stat.retain(|tid, _| seen.contains(tid));
+        }
+        if self.last_frame.len() > seen.len() {
+            self.last_frame.retain(|tid, _| seen.contains(tid));
+        }
+        Ok(ok)
+    }
+
+    /// Pauses the thread that holds the main interpreter's GIL, so that no thread's
+    /// Python stack changes while the tick reads them, and returns the GIL state that
+    /// holds while it is paused. The holder can drop the GIL between the read of the
+    /// state and the pause; the state is read again once paused, and a new holder is
+    /// paused instead (a few times at most). With no holder, or a thread that cannot be
+    /// paused in time, the tick reads running threads as without the pause.
+    pub(super) fn pause_gil_holder(
+        &mut self,
+        o: &Offsets,
+        interp: u64,
+        mut state: (bool, u64),
+    ) -> (bool, u64) {
+        let Some((lo, len)) = gil_span(o) else {
+            return state;
+        };
+        let base = if o.gil_in_runtime {
+            self.target.runtime
+        } else {
+            interp
+        };
+        let mut gil = [0u8; 64];
+        let Some(gil) = gil.get_mut(..len) else {
+            return state;
+        };
+        let mut tid_bytes = [0u8; 8];
+        for _ in 0..3 {
+            let (locked, holder) = state;
+            if !locked || holder == 0 {
+                return state;
+            }
+            if self
+                .target
+                .mem
+                .read(
+                    holder.wrapping_add(o.tstate_native_thread_id),
+                    &mut tid_bytes,
+                )
+                .is_err()
+            {
+                return state;
+            }
+            let tid = u64::from_ne_bytes(tid_bytes);
+            let Some(pauser) = self.pauser.as_mut() else {
+                return state;
+            };
+            if tid == 0 || !pauser.pause(tid) {
+                return state;
+            }
+            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
+                return state;
+            }
+            let now = gil_fields(o, gil, lo);
+            if now == state {
+                return state;
+            }
+            state = now;
+        }
+        if let Some(p) = &mut self.pauser {
+            p.resume();
+        }
+        state
+    }
+
+    /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as
+    /// CPython checks)? `None` when it cannot tell.
+    pub(super) fn on_cpu(&mut self, tid: u64) -> Option<bool> {
+        if !self.proc_stat.contains_key(&tid) {
+            let f = File::open(format!("/proc/{}/task/{tid}/stat", self.target.pid)).ok()?;
+            self.proc_stat.insert(tid, f);
+        }
+        let f = self.proc_stat.get(&tid)?;
+        let mut buf = [0u8; 512];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        let text = &buf[..n];
+        let close = text.iter().rposition(|&b| b == b')')?;
+        let state = *text.get(close + 2)?;
+        Some(state == b'R')
+    }
+
+    /// Where the thread's exception state lives, to be read with its stack.
+    pub(super) fn exception_fields(&self, o: &Offsets, tstate: u64) -> ExceptionFields {
+        let current = o
+            .tstate_current_exception
+            .map(|off| tstate.wrapping_add(off));
+        let handled = o.tstate_exc_info.and_then(|off| {
+            if o.exc_info_is_pointer {
+                // The pointer from the thread state image: it changes only when the
+                // thread enters or leaves a generator.
+                field_u64(&self.tstate_buf, off)
+                    .filter(|&p| p != 0)
+                    .map(|p| p.wrapping_add(o.err_stackitem_exc_value))
+            } else {
+                Some(
+                    tstate
+                        .wrapping_add(off)
+                        .wrapping_add(o.err_stackitem_exc_value),
+                )
+            }
+        });
+        let mut f = ExceptionFields::default();
+        if let Some(a) = current {
+            f.addrs[f.len] = a;
+            f.len += 1;
+        }
+        if let Some(a) = handled {
+            f.addrs[f.len] = a;
+            f.handled_at = Some(f.len);
+            f.len += 1;
+        }
+        f.current = current.is_some();
+        f
+    }
+
+    /// The exception state from the thread state image and a read (the fallback when
+    /// no snapshot read it with the stack).
+    pub(super) fn exception_state(&self, o: &Offsets) -> bool {
+        let ts = &self.tstate_buf;
+        if let Some(off) = o.tstate_current_exception {
+            if field_u64(ts, off).unwrap_or(0) != 0 {
+                return true;
+            }
+        }
+        if let Some(off) = o.tstate_exc_info {
+            let value = if o.exc_info_is_pointer {
+                match field_u64(ts, off) {
+                    Some(p) if p != 0 => self
+                        .target
+                        .mem
+                        .read_u64(p.wrapping_add(o.err_stackitem_exc_value))
+                        .unwrap_or(0),
+                    _ => 0,
+                }
+            } else {
+                field_u64(ts, off.wrapping_add(o.err_stackitem_exc_value)).unwrap_or(0)
+            };
+            return value != 0 && value != self.target.types.none;
+        }
+        false
+    }
+
+    /// Samples one thread: its status, then its stack (read again a few times when a
+    /// read does not validate), then the sample, unless the mode leaves it out.
+    pub(super) fn sample_thread(&mut self, o: &Offsets, thread: ThreadAt) -> Result<(), ReadError> {
+        let ThreadAt {
+            tstate,
+            tid,
+            interp_id,
+            now_us,
+            is_main,
+            gil: (gil_locked, gil_holder),
+        } = thread;
+        self.seen_tids.insert(tid);
+        let mut status = 0u8;
+        let has_gil = match o.tstate_holds_gil {
+            Some(off) => field_i32(&self.tstate_buf, off).unwrap_or(0) != 0,
+            None => gil_locked && gil_holder == tstate,
+        };
+        if has_gil {
+            status |= HAS_GIL;
+        } else if let Some(off) = o.tstate_gil_requested {
+            if field_i32(&self.tstate_buf, off).unwrap_or(0) != 0 {
+                status |= GIL_REQUESTED;
+            }
+        }
+        if is_main {
+            status |= MAIN_THREAD;
+        }
+        // As CPython: the CPU state is only looked up when the mode needs it.
+        if matches!(self.opts.mode, ProfilingMode::Cpu | ProfilingMode::All) {
+            match self.on_cpu(tid) {
+                Some(true) => status |= ON_CPU,
+                Some(false) => {}
+                None => status |= UNKNOWN,
+            }
+        } else {
+            status |= UNKNOWN;
+        }
+        let keep = match self.opts.mode {
+            ProfilingMode::Cpu => status & ON_CPU != 0,
+            ProfilingMode::Gil => status & HAS_GIL != 0,
+            // Decided below, from the exception state read with the stack.
+            _ => true,
+        };
+        if !keep {
+            self.stats.filtered += 1;
+            return Ok(());
+        }
+        // The exception state is read in the same system call as the stack, just after
+        // it: read before, it can belong to another moment than the stack.
+        let exc_fields = self.exception_fields(o, tstate);
+        let (collecting, gc_frame) = self.gc_state;
+        // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
+        // CPython puts it. Earlier versions only say that a collection runs: the thread
+        // running it holds the GIL, and the collection sits on top of its stack.
+        let gc_at =
+            (collecting && o.interp_gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
+        let gc_on_top = collecting && o.interp_gc_frame.is_none() && has_gil;
+        let layout = &self.target.layout;
+        let slot = layout.current_frame_slot(tstate, &self.tstate_buf)?;
+        let mut guess = match (slot, self.last_frame.get(&tid)) {
+            (None, _) => 0,
+            (Some(_), Some(&at)) => at,
+            (Some(_), None) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
+        };
+        // The thread runs on while we read it: a read that does not validate (the
+        // innermost frame moved, a frame popped under us, a chain that does not end
+        // where it should) is taken again, a few times, before the sample is dropped.
+        let read = StackRead {
+            tstate,
+            tid,
+            slot,
+            gc_at,
+            gc_on_top,
+            fields: &exc_fields,
+        };
+        let mut attempt = 1;
+        loop {
+            let may_retry = attempt < READ_ATTEMPTS;
+            match self.read_stack(o, &read, &mut guess, may_retry) {
+                Ok(()) => break,
+                Err(e) if attempt < READ_ATTEMPTS => {
+                    attempt += 1;
+                    self.retries += 1;
+                    if self.debug {
+                        self.note_retry(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if slot.is_some() {
+            self.last_frame.insert(tid, guess);
+        }
+        let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {
+            Some(v) => v,
+            None => self.exception_state(o),
+        };
+        if has_exception {
+            status |= HAS_EXCEPTION;
+        } else if self.opts.mode == ProfilingMode::Exception {
+            self.stats.filtered += 1;
+            return Ok(());
+        }
+        match self
+            .writer
+            .write_sample(tid, interp_id, now_us, status, &self.stack)
+        {
+            Ok(()) => self.stats.samples += 1,
+            Err(e) => {
+                if self.write_error.is_none() {
+                    self.write_error = Some(e.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+}

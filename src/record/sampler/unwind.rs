@@ -1,0 +1,326 @@
+//! The frame walk: a thread's chain of interpreter frames from its snapshot, checked
+//! frame by frame (owner, code object, the page window's bounds), with the rules for
+//! frames that are leaving, generators and the `<GC>` frame.
+
+use super::threads::StackRead;
+use super::*;
+
+impl Sampler {
+    /// Whether the frame at `frame` (outside the pages read) belongs to a generator or
+    /// coroutine, by its owner byte read now.
+    pub(super) fn is_generator_frame(&self, o: &Offsets, frame: u64) -> bool {
+        let mut owner = [0u8; 1];
+        self.target
+            .mem
+            .read(frame.wrapping_add(o.frame_owner), &mut owner)
+            .is_ok()
+            && owner[0] == FRAME_OWNED_BY_GENERATOR
+    }
+
+    /// A snapshot of the thread's innermost frames from the frame pointer at `slot`.
+    ///
+    /// 3.11: `slot` is in the C frame of the eval loop the thread ran when its state was
+    /// read, a system call earlier. A thread that resumed a generator or called Python
+    /// from C since then runs in another eval loop, and that slot still names the frame
+    /// that made the call: the sample would go to the caller, while a thread that came
+    /// back meanwhile leaves a dead C frame and a failed read. Both move time away from
+    /// generators and callbacks, never towards them. So the C frame pointer is read
+    /// again in the snapshot, with the slots of the C frames the thread was last seen
+    /// in, and the slot of the one current at that moment is used; a C frame not among
+    /// them takes one more snapshot from its own slot.
+    pub(super) fn snapshot(
+        &mut self,
+        o: &Offsets,
+        read: &StackRead<'_>,
+        slot: u64,
+        guess: u64,
+    ) -> Snapshot {
+        let StackRead {
+            tstate,
+            tid,
+            fields,
+            ..
+        } = *read;
+        let fsize = o.frame_size as usize;
+        let mem = &*self.target.mem;
+        let Some(off) = o.cframe_current_frame else {
+            return self
+                .window
+                .snapshot(mem, &[slot], guess, fsize, fields.addrs(), None);
+        };
+        let cframe_at = tstate.wrapping_add(o.tstate_frame);
+        let read_cframe = slot.wrapping_sub(off);
+        let mut cframes = [0u64; MAX_SLOTS];
+        let mut slots = [0u64; MAX_SLOTS];
+        cframes[0] = read_cframe;
+        slots[0] = slot;
+        let mut n = 1;
+        for &seen in self.cframes.get(&tid).into_iter().flatten() {
+            if n < MAX_SLOTS && seen != 0 && !cframes[..n].contains(&seen) {
+                cframes[n] = seen;
+                slots[n] = seen.wrapping_add(off);
+                n += 1;
+            }
+        }
+        let mut snap = self.window.snapshot(
+            mem,
+            &slots[..n],
+            guess,
+            fsize,
+            fields.addrs(),
+            Some((cframe_at, &cframes[..n])),
+        );
+        let mut current = read_cframe;
+        if let Snapshot::Stale(c) = snap {
+            current = c;
+            snap = if c == 0 {
+                Snapshot::At(0)
+            } else {
+                self.window.snapshot(
+                    mem,
+                    &[c.wrapping_add(off)],
+                    guess,
+                    fsize,
+                    fields.addrs(),
+                    Some((cframe_at, &[c])),
+                )
+            };
+        }
+        // Most recent first: the C frame the thread state named, and the one current
+        // in the snapshot.
+        let seen = self.cframes.entry(tid).or_insert([0; MAX_SLOTS]);
+        for c in [read_cframe, current] {
+            if c != 0 && seen[0] != c {
+                if let Some(k) = seen.iter().position(|&s| s == c) {
+                    seen[..=k].rotate_right(1);
+                } else {
+                    seen.rotate_right(1);
+                    seen[0] = c;
+                }
+            }
+        }
+        snap
+    }
+
+    /// Reads the thread's stack into `self.stack`: a snapshot of its innermost frames,
+    /// the walk down the chain, the code objects. `guess` is where the innermost frame
+    /// was last seen, updated when the snapshot finds it elsewhere.
+    pub(super) fn read_stack(
+        &mut self,
+        o: &Offsets,
+        read: &StackRead<'_>,
+        guess: &mut u64,
+        may_retry: bool,
+    ) -> Result<(), ReadError> {
+        let frame = match read.slot {
+            None => {
+                self.window.clear();
+                0
+            }
+            Some(slot) => {
+                self.window.pages = self.stack_pages;
+                match self.snapshot(o, read, slot, *guess) {
+                    Snapshot::At(frame) => {
+                        if frame != 0 {
+                            *guess = frame;
+                        }
+                        frame
+                    }
+                    // A generator's or coroutine's frame lives in its object, not in
+                    // the data stack, so pages read there would not hold its callers,
+                    // and taking the read again picks a later moment, one where the
+                    // thread is more likely out of the generator: walk from it here,
+                    // its frame read alone, its callers from the pages read.
+                    Snapshot::Moved(frame) if self.is_generator_frame(o, frame) => frame,
+                    Snapshot::Moved(frame) => {
+                        if frame == *guess {
+                            // The frame straddles the pages read: take more next time.
+                            self.stack_pages = (self.stack_pages * 2).min(WINDOW_MAX_PAGES);
+                        }
+                        *guess = frame;
+                        return Err(ReadError::Invalid(
+                            "the innermost frame moved out of the pages read",
+                        ));
+                    }
+                    Snapshot::Unreadable => {
+                        return Err(ReadError::Invalid("frame pointer unreadable"));
+                    }
+                    Snapshot::Stale(_) => {
+                        return Err(ReadError::Invalid(
+                            "the thread changed eval loops during the read",
+                        ));
+                    }
+                }
+            }
+        };
+        let complete = self.walk(o, frame, read.gc_at, may_retry)?;
+        let base = o
+            .tstate_base_frame
+            .and_then(|off| field_u64(&self.tstate_buf, off))
+            .filter(|&b| b != 0);
+        if let (Some(base), Some(last)) = (base, complete) {
+            // A chain that does not end at the thread's base frame was torn by a call
+            // or return during the read (CPython's check too).
+            if last != base {
+                return Err(ReadError::Invalid(
+                    "frame chain does not end at the base frame",
+                ));
+            }
+        }
+        if read.gc_on_top {
+            self.raw.insert(
+                0,
+                RawFrame {
+                    code: GC_MARK,
+                    instr: 0,
+                    owner: 0,
+                    called_python: false,
+                },
+            );
+            self.raw.truncate(MAX_STACK_DEPTH);
+        }
+        self.resolve_stack(o)
+    }
+
+    /// Collects the raw frames of a chain, innermost first, with a `<GC>` frame just
+    /// inside `gc_frame`. Returns the last frame of the chain when it was walked to its
+    /// end (not cut at the depth limit).
+    pub(super) fn walk(
+        &mut self,
+        o: &Offsets,
+        mut frame: u64,
+        gc_frame: Option<u64>,
+        may_retry: bool,
+    ) -> Result<Option<u64>, ReadError> {
+        self.raw.clear();
+        let fsize = o.frame_size as usize;
+        let mut steps = 0;
+        let mut last = 0;
+        // The pages the chain spans in the snapshot: the next snapshot reads as many.
+        let top = self.window.base + self.window.len as u64;
+        let mut lowest = top;
+        let mut reloaded = false;
+        // Whether the frame just above in the chain was a Python frame of the same eval
+        // loop (not an entry frame).
+        let mut callee_python = false;
+        while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
+            last = frame;
+            if gc_frame == Some(frame) {
+                self.raw.push(RawFrame {
+                    code: GC_MARK,
+                    instr: 0,
+                    owner: 0,
+                    called_python: false,
+                });
+                if self.raw.len() >= MAX_STACK_DEPTH {
+                    break;
+                }
+            }
+            steps += 1;
+            if steps > MAX_WALK {
+                return Err(ReadError::Invalid("frame chain too long (a cycle?)"));
+            }
+            let img: &[u8] = match self.window.get(frame, fsize) {
+                Some(img) => {
+                    if !reloaded {
+                        lowest = lowest.min(frame);
+                    }
+                    img
+                }
+                None => {
+                    // Just below the pages read: the data stack goes on there. Anywhere
+                    // else (an entry frame on the C stack, a generator's frame in its
+                    // object): read that frame alone.
+                    let below = self.window.base.wrapping_sub(frame);
+                    let near = self.window.len > 0
+                        && frame < self.window.base
+                        && below <= WINDOW_MAX_PAGES * PAGE;
+                    if near
+                        && may_retry
+                        && !reloaded
+                        && !self.window.truncated
+                        && self.stack_pages < WINDOW_MAX_PAGES
+                    {
+                        // Read later, those frames could be from another moment: take a
+                        // snapshot deep enough instead.
+                        self.stack_pages = ((top - frame).div_ceil(PAGE) + 1).min(WINDOW_MAX_PAGES);
+                        return Err(ReadError::Invalid("the stack runs below the pages read"));
+                    }
+                    let mut img = None;
+                    if near {
+                        reloaded = true;
+                        self.window.load(&*self.target.mem, frame, fsize);
+                        img = self.window.get(frame, fsize);
+                    }
+                    match img {
+                        Some(img) => img,
+                        None => {
+                            self.target.mem.read(frame, &mut self.frame_buf)?;
+                            &self.frame_buf
+                        }
+                    }
+                }
+            };
+            let owner = *img
+                .get(o.frame_owner as usize)
+                .ok_or(ReadError::Invalid("short frame"))?;
+            let prev = field_u64(img, o.frame_previous).unwrap_or(0);
+            let code = field_u64(img, o.frame_executable).unwrap_or(0) & !o.executable_tag_mask;
+            let instr = field_u64(img, o.frame_instr).unwrap_or(0);
+            match self.target.layout.frame_owner(owner) {
+                FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
+                FrameOwner::Internal => callee_python = false,
+                FrameOwner::Python => {
+                    if code == 0 {
+                        // 3.14+ clear a frame's code when they pop it: the thread
+                        // returned from its innermost frame while the snapshot was
+                        // taken, and the caller is the innermost now (CPython's unwinder
+                        // skips such a frame too). Deeper in the chain, the read is torn.
+                        if self.raw.iter().all(|f| f.code == GC_MARK) {
+                            frame = prev;
+                            continue;
+                        }
+                        return Err(ReadError::Invalid("frame without code"));
+                    }
+                    if owner == FRAME_OWNED_BY_GENERATOR && prev == 0 {
+                        // A generator or coroutine frame links to the frame that resumed
+                        // it only while it runs: it yielded while the snapshot was taken.
+                        return Err(ReadError::Invalid(
+                            "a suspended generator frame in the chain",
+                        ));
+                    }
+                    if callee_python {
+                        if let Some(off) = o.frame_stacktop {
+                            // 3.13: a frame the eval loop runs has stacktop -1, one that
+                            // called a Python function has it set. A running frame with
+                            // callees in the chain returned from them while the snapshot
+                            // was taken: they are gone, and it is the innermost.
+                            if field_i32(img, off) == Some(-1) {
+                                self.raw.retain(|f| f.code == GC_MARK);
+                            }
+                        }
+                    }
+                    self.raw.push(RawFrame {
+                        code,
+                        instr,
+                        owner,
+                        called_python: callee_python,
+                    });
+                    // 3.11: the first frame of an eval loop was called from C.
+                    let entry = o
+                        .frame_is_entry
+                        .is_some_and(|off| img.get(off as usize).is_some_and(|&b| b != 0));
+                    callee_python = !entry;
+                }
+            }
+            frame = prev;
+        }
+        self.stack_pages = if reloaded {
+            self.window.pages
+        } else {
+            // One page more than the chain spans: its top moves up and down.
+            ((top - lowest).div_ceil(PAGE) + 1).min(WINDOW_MAX_PAGES)
+        };
+        Ok((frame == 0).then_some(last))
+    }
+}
