@@ -26,6 +26,12 @@ pub mod record;
 pub mod report;
 mod tach;
 
+/// The golden corpus's helpers, one file for the unit tests here and the integration
+/// tests (`tests/suite/common.rs`).
+#[cfg(test)]
+#[path = "../tests/suite/common.rs"]
+#[allow(dead_code)]
+mod golden_corpus;
 #[cfg(feature = "python")]
 mod python;
 #[cfg(feature = "query")]

@@ -575,7 +575,7 @@ mod tests {
     /// (In debug builds this also checks that `TextLength` bounds the lines' size.)
     #[test]
     fn pruned_input_draws_the_same_svg_as_full_stacks() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
+        let dir = crate::golden_corpus::golden_dir();
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -227,12 +227,7 @@ mod tests {
     use super::*;
 
     fn golden(name: &str) -> TachFile {
-        TachFile::open(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("golden/cpython-3.15.2")
-                .join(name),
-        )
-        .unwrap()
+        TachFile::open(crate::golden_corpus::golden_path(name)).unwrap()
     }
 
     #[test]

@@ -1172,14 +1172,7 @@ mod tests {
     }
 
     fn golden_files() -> Vec<std::path::PathBuf> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "bin"))
-            .collect();
-        files.sort();
-        files
+        crate::golden_corpus::golden_bins()
     }
 
     #[test]
@@ -1247,9 +1240,7 @@ mod tests {
     /// A file with one byte changed: Ok and equal, or the same error, whichever way
     /// it is counted.
     fn compare_corrupted(name: &str, positions: usize, values: &[u8], chunking: Chunking) {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("golden/cpython-3.15.2")
-            .join(name);
+        let path = crate::golden_corpus::golden_path(name);
         let bytes = std::fs::read(path).unwrap();
         let file = TachFile::from_bytes(name, bytes.clone()).unwrap();
         let region = 64..file.header().string_table_offset as usize;

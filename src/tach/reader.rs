@@ -536,11 +536,7 @@ mod checked_path {
     }
 
     fn golden(name: &str) -> Vec<u8> {
-        let path = format!(
-            "{}/golden/cpython-3.15.2/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read(path).unwrap()
+        std::fs::read(crate::golden_corpus::golden_path(name)).unwrap()
     }
 
     #[test]
@@ -569,13 +565,8 @@ mod checked_path {
     /// REPEAT records longer than a run included).
     #[test]
     fn runs_hold_the_same_samples() {
-        let dir = format!("{}/golden/cpython-3.15.2", env!("CARGO_MANIFEST_DIR"));
         let mut files = 0;
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "bin") {
-                continue;
-            }
+        for path in crate::golden_corpus::golden_bins() {
             let file = TachFile::open(&path).unwrap();
             assert_eq!(
                 decode_whole_by_runs(&file),

@@ -128,3 +128,71 @@ pub fn cpython_replay(tool: &Path, flag: &str, out: &Path, input: &Path, cwd: &P
         input.display()
     );
 }
+
+/// A frame given to CPython's writer, as a synthetic file's `NAME.expected.json` holds
+/// it: the location as given (`-1` for an absent value), not as the reader returns it.
+#[derive(Debug, Clone)]
+pub struct FedFrame {
+    pub filename: String,
+    pub funcname: String,
+    /// (lineno, end_lineno, column, end_column).
+    pub location: Option<[i64; 4]>,
+    pub opcode: Option<i64>,
+}
+
+/// One thread sample given to CPython's writer, in the order it was given.
+#[derive(Debug, Clone)]
+pub struct FedSample {
+    pub timestamp_us: u64,
+    pub interpreter_id: u32,
+    pub thread_id: u64,
+    pub status: u8,
+    /// Innermost first; deeper than the writer keeps (256) where the file tests that.
+    pub frames: Vec<FedFrame>,
+}
+
+/// What `tools/write_synthetic.py` gave CPython's writer for the golden file `bin`
+/// (its `.expected.json`, also returned whole for the other fields), or `None` for a
+/// recorded file.
+pub fn fed_to_writer(bin: &Path) -> Option<(serde_json::Value, Vec<FedSample>)> {
+    let json: serde_json::Value =
+        serde_json::from_slice(&golden_sibling(bin, ".expected.json")?).unwrap();
+    let strings: Vec<&str> = json["strings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let string = |v: &serde_json::Value| strings[v.as_u64().unwrap() as usize].to_owned();
+    let mut samples = Vec::new();
+    for sample in json["samples"].as_array().unwrap() {
+        let timestamp_us = sample["timestamp_us"].as_u64().unwrap();
+        for interp in sample["interpreters"].as_array().unwrap() {
+            let interpreter_id = interp["interpreter_id"].as_u64().unwrap() as u32;
+            for t in interp["threads"].as_array().unwrap() {
+                let frames = t["frames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| FedFrame {
+                        filename: string(&f[0]),
+                        funcname: string(&f[1]),
+                        location: f[2].as_array().map(|l| {
+                            let v: Vec<i64> = l.iter().map(|x| x.as_i64().unwrap()).collect();
+                            [v[0], v[1], v[2], v[3]]
+                        }),
+                        opcode: f[3].as_i64(),
+                    })
+                    .collect();
+                samples.push(FedSample {
+                    timestamp_us,
+                    interpreter_id,
+                    thread_id: t["thread_id"].as_u64().unwrap(),
+                    status: t["status"].as_u64().unwrap() as u8,
+                    frames,
+                });
+            }
+        }
+    }
+    Some((json, samples))
+}

@@ -54,24 +54,17 @@ fn speedscope_totals(json: &[u8]) -> BTreeMap<String, u64> {
 /// Per thread, from the samples CPython's writer was fed: the gaps between the thread's
 /// samples plus the interval for its last.
 fn expected_totals(name: &str) -> BTreeMap<String, u64> {
-    let v: serde_json::Value =
-        serde_json::from_str(&read_golden(&format!("{name}.expected.json"))).unwrap();
+    let (v, fed) = crate::common::fed_to_writer(&golden(&format!("{name}.bin"))).unwrap();
     let interval = v["interval"].as_u64().unwrap();
     let mut times: HashMap<String, Vec<u64>> = HashMap::new();
-    for s in v["samples"].as_array().unwrap() {
-        let ts = s["timestamp_us"].as_u64().unwrap();
-        for interp in s["interpreters"].as_array().unwrap() {
-            let iid = interp["interpreter_id"].as_u64().unwrap();
-            for t in interp["threads"].as_array().unwrap() {
-                let tid = t["thread_id"].as_u64().unwrap();
-                let key = if iid == 0 {
-                    format!("Thread {tid}")
-                } else {
-                    format!("Thread {tid} (interpreter {iid})")
-                };
-                times.entry(key).or_default().push(ts);
-            }
-        }
+    for s in fed {
+        let (tid, iid) = (s.thread_id, s.interpreter_id);
+        let key = if iid == 0 {
+            format!("Thread {tid}")
+        } else {
+            format!("Thread {tid} (interpreter {iid})")
+        };
+        times.entry(key).or_default().push(s.timestamp_us);
     }
     times
         .into_iter()

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Cursor;
 
 use crate::common::*;
-use serde_json::Value;
 use tach::{rewrite, Compression, TachFile, Writer, MAX_STACK_DEPTH};
 
 #[test]
@@ -30,13 +29,8 @@ type PerThread = BTreeMap<(u64, u32), Vec<(u64, u8, Vec<ReadFrame>)>>;
 /// What CPython's writer stores for a frame given to it, as its reader gives it back:
 /// end values are rebuilt from deltas (a -1 end next to a real start reads back as the
 /// start), and lineno -1 means no location.
-fn normalise(strings: &[String], f: &Value) -> ReadFrame {
-    let a = f.as_array().unwrap();
-    let filename = strings[a[0].as_u64().unwrap() as usize].clone();
-    let funcname = strings[a[1].as_u64().unwrap() as usize].clone();
-    let location = a[2].as_array().and_then(|l| {
-        let v: Vec<i64> = l.iter().map(|x| x.as_i64().unwrap()).collect();
-        let (line, end_line, col, end_col) = (v[0], v[1], v[2], v[3]);
+fn normalise(f: &FedFrame) -> ReadFrame {
+    let location = f.location.and_then(|[line, end_line, col, end_col]| {
         if line == -1 {
             return None;
         }
@@ -50,37 +44,21 @@ fn normalise(strings: &[String], f: &Value) -> ReadFrame {
         };
         Some([line, end_line, col, end_col])
     });
-    let opcode = a[3].as_i64();
-    (filename, funcname, location, opcode)
+    (f.filename.clone(), f.funcname.clone(), location, f.opcode)
 }
 
-fn expected_per_thread(expected: &Value) -> PerThread {
-    let strings: Vec<String> = expected["strings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_owned())
-        .collect();
+fn expected_per_thread(fed: &[FedSample]) -> PerThread {
     let mut out = PerThread::new();
-    for sample in expected["samples"].as_array().unwrap() {
-        let ts = sample["timestamp_us"].as_u64().unwrap();
-        for interp in sample["interpreters"].as_array().unwrap() {
-            let iid = interp["interpreter_id"].as_u64().unwrap() as u32;
-            for t in interp["threads"].as_array().unwrap() {
-                let tid = t["thread_id"].as_u64().unwrap();
-                let status = t["status"].as_u64().unwrap() as u8;
-                let frames: Vec<ReadFrame> = t["frames"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .take(MAX_STACK_DEPTH)
-                    .map(|f| normalise(&strings, f))
-                    .collect();
-                out.entry((tid, iid))
-                    .or_default()
-                    .push((ts, status, frames));
-            }
-        }
+    for s in fed {
+        let frames = s
+            .frames
+            .iter()
+            .take(MAX_STACK_DEPTH)
+            .map(normalise)
+            .collect();
+        out.entry((s.thread_id, s.interpreter_id))
+            .or_default()
+            .push((s.timestamp_us, s.status, frames));
     }
     out
 }
@@ -120,12 +98,11 @@ fn decoded_per_thread(f: &TachFile) -> PerThread {
 fn synthetic_files_decode_to_the_samples_cpython_was_given() {
     let mut checked = 0;
     for bin in golden_bins() {
-        let Some(json) = golden_sibling(&bin, ".expected.json") else {
+        let Some((expected, fed)) = fed_to_writer(&bin) else {
             continue;
         };
-        let expected: Value = serde_json::from_slice(&json).unwrap();
         let f = TachFile::open(&bin).unwrap();
-        let want = expected_per_thread(&expected);
+        let want = expected_per_thread(&fed);
         let got = decoded_per_thread(&f);
         assert_eq!(got.len(), want.len(), "{}: thread count", name(&bin));
         for (key, want_samples) in &want {
@@ -283,65 +260,43 @@ fn changing_compression_keeps_the_samples() {
 fn writer_reproduces_synthetic_files_from_their_inputs() {
     // Feed the exact samples CPython's writer was given, in the same order.
     for bin in golden_bins() {
-        let Some(json) = golden_sibling(&bin, ".expected.json") else {
+        let Some((_, fed)) = fed_to_writer(&bin) else {
             continue;
         };
-        let expected: Value = serde_json::from_slice(&json).unwrap();
         let src = TachFile::open(&bin).unwrap();
         if src.header().compression != Compression::None {
             continue;
         }
-        let strings: Vec<&str> = expected["strings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap())
-            .collect();
         let mut buf = Cursor::new(Vec::new());
         {
             let mut w = rewrite::builder_like(&src)
                 .to_writer("memory", &mut buf)
                 .unwrap();
-            for sample in expected["samples"].as_array().unwrap() {
-                let ts = sample["timestamp_us"].as_u64().unwrap();
-                for interp in sample["interpreters"].as_array().unwrap() {
-                    let iid = interp["interpreter_id"].as_u64().unwrap() as u32;
-                    for t in interp["threads"].as_array().unwrap() {
-                        let stack: Vec<u32> = t["frames"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .take(MAX_STACK_DEPTH)
-                            .map(|f| {
-                                let a = f.as_array().unwrap();
-                                let loc = a[2].as_array().map(|l| {
-                                    let v: Vec<i32> =
-                                        l.iter().map(|x| x.as_i64().unwrap() as i32).collect();
-                                    tach::Location {
-                                        lineno: v[0],
-                                        end_lineno: v[1],
-                                        column: v[2],
-                                        end_column: v[3],
-                                    }
-                                });
-                                w.frame(
-                                    strings[a[0].as_u64().unwrap() as usize],
-                                    strings[a[1].as_u64().unwrap() as usize],
-                                    loc,
-                                    a[3].as_u64().map(|o| o as u8),
-                                )
-                            })
-                            .collect();
-                        w.write_sample(
-                            t["thread_id"].as_u64().unwrap(),
-                            iid,
-                            ts,
-                            t["status"].as_u64().unwrap() as u8,
-                            &stack,
-                        )
-                        .unwrap();
-                    }
-                }
+            for s in &fed {
+                let stack: Vec<u32> = s
+                    .frames
+                    .iter()
+                    .take(MAX_STACK_DEPTH)
+                    .map(|f| {
+                        let loc = f.location.map(|[lineno, end_lineno, column, end_column]| {
+                            tach::Location {
+                                lineno: lineno as i32,
+                                end_lineno: end_lineno as i32,
+                                column: column as i32,
+                                end_column: end_column as i32,
+                            }
+                        });
+                        w.frame(&f.filename, &f.funcname, loc, f.opcode.map(|o| o as u8))
+                    })
+                    .collect();
+                w.write_sample(
+                    s.thread_id,
+                    s.interpreter_id,
+                    s.timestamp_us,
+                    s.status,
+                    &stack,
+                )
+                .unwrap();
             }
             w.finish().unwrap();
         }

@@ -10,7 +10,7 @@ use std::process::Command;
 use tach::report::{diff, top, DiffOptions, DiffReport, GroupBy, TopOptions, TopReport, Verdict};
 use tach::{SampleFilter, TachFile};
 
-use crate::common::{golden_bins, golden_output, golden_path, name, skip};
+use crate::common::{fed_to_writer, golden_bins, golden_output, golden_path, name, skip};
 
 /// (filename, lineno, funcname) -> (direct, cumulative, direct_s, cumulative_s), from
 /// CPython's marshalled pstats read by python3's own marshal.
@@ -562,43 +562,22 @@ fn top_table_prints_cpythons_pstats_rows() {
 
 /// One thread's sample as fed to CPython's writer: time, thread id, status and frames
 /// (file, function name), innermost first.
-type FedSample = (u64, u64, u8, Vec<(String, String)>);
+type FedThreadSample = (u64, u64, u8, Vec<(String, String)>);
 
 /// What the samples of synthetic_many_threads_none were, as fed to CPython's writer
 /// (its expected.json).
-fn fed_samples(stem: &str) -> Vec<FedSample> {
-    let v: serde_json::Value =
-        serde_json::from_slice(&golden_output(stem, ".expected.json")).unwrap();
-    let strings: Vec<&str> = v["strings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
-    let mut out = Vec::new();
-    for s in v["samples"].as_array().unwrap() {
-        let ts = s["timestamp_us"].as_u64().unwrap();
-        for i in s["interpreters"].as_array().unwrap() {
-            for t in i["threads"].as_array().unwrap() {
-                let frames = t["frames"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|f| {
-                        let s = |k: usize| strings[f[k].as_u64().unwrap() as usize].to_string();
-                        (s(0), s(1))
-                    })
-                    .collect();
-                out.push((
-                    ts,
-                    t["thread_id"].as_u64().unwrap(),
-                    t["status"].as_u64().unwrap() as u8,
-                    frames,
-                ));
-            }
-        }
-    }
-    out
+fn fed_samples(stem: &str) -> Vec<FedThreadSample> {
+    let (_, fed) = fed_to_writer(&golden_path(&format!("{stem}.bin"))).unwrap();
+    fed.into_iter()
+        .map(|s| {
+            let frames = s
+                .frames
+                .into_iter()
+                .map(|f| (f.filename, f.funcname))
+                .collect();
+            (s.timestamp_us, s.thread_id, s.status, frames)
+        })
+        .collect()
 }
 
 /// `tach top` with each filter (thread, status terms, a time window, all together),

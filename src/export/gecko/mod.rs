@@ -387,7 +387,7 @@ mod tests {
     /// in small batches (down to one sample) writes the same bytes as all at once.
     #[test]
     fn replaying_in_small_batches_changes_nothing() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2");
+        let dir = crate::golden_corpus::golden_dir();
         let filters = [
             SampleFilter::default(),
             SampleFilter {

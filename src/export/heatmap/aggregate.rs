@@ -229,8 +229,7 @@ mod tests {
     /// line's self never exceeds its inclusive count.
     #[test]
     fn recursion_counts_once_per_sample() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("golden/cpython-3.15.2/deep_recursion.bin");
+        let path = crate::golden_corpus::golden_path("deep_recursion.bin");
         let file = TachFile::open(path).unwrap();
         let (filter, options) = (SampleFilter::default(), ExportOptions::default());
         let input = ExportInput::new(&file, &filter, &options);
