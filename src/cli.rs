@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::export::{self, batch, ExportError, ExportOptions, StartTime};
+use crate::export::{self, batch, ExportError, ExportOptions};
 use crate::tach::info::FileInfo;
 use crate::tach::{rewrite, Compression, SampleFilter, TachError, TachFile};
 
@@ -209,20 +209,11 @@ struct ExportArgs {
     out_dir: Option<PathBuf>,
     #[command(flatten)]
     filter: FilterArgs,
-    /// Flamegraph: one graph per thread.
-    #[arg(long)]
-    per_thread: bool,
     /// Title for formats that show one (default: the input file name).
     #[arg(long)]
     title: Option<String>,
-    /// Heatmap: read sources recorded under OLD from NEW instead (repeatable).
-    #[arg(long, value_name = "OLD=NEW", value_parser = parse_source_root)]
-    source_root: Vec<(String, String)>,
-    /// pprof: wall-clock time of the recording's first sample, as RFC 3339
-    /// (2026-11-25T10:00:00Z) or Unix seconds; `file` (the default) estimates it from
-    /// the file's modification time, `none` leaves it unset.
-    #[arg(long, value_name = "WHEN", value_parser = StartTime::parse, default_value = "file")]
-    start_time: StartTime,
+    #[command(flatten)]
+    format_options: FormatOptionArgs,
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -268,10 +259,85 @@ impl Args for FormatFlags {
     }
 }
 
-fn parse_source_root(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((old, new)) if !old.is_empty() && !new.is_empty() => Ok((old.into(), new.into())),
-        _ => Err(format!("'{s}': expected OLD=NEW (two non-empty paths)")),
+/// The formats' own options ([`export::Exporter::options`]), as given: which exporter
+/// declared each one and its values in order.
+struct FormatOptionArgs {
+    given: Vec<(
+        &'static dyn export::Exporter,
+        &'static export::FormatOption,
+        Vec<String>,
+    )>,
+}
+
+impl FormatOptionArgs {
+    /// Applies the options given to `options`, refusing those of another format.
+    fn apply(&self, format: &str, options: &mut ExportOptions) -> Result<(), CliError> {
+        for (owner, option, values) in &self.given {
+            if owner.name() != format {
+                return Err(CliError::Usage(format!(
+                    "--{} is an option of --{}, not of --{format}",
+                    option.name,
+                    owner.name()
+                )));
+            }
+            for value in values {
+                (option.apply)(options, value)
+                    .map_err(|e| CliError::Usage(format!("--{}: {e}", option.name)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl clap::FromArgMatches for FormatOptionArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut given = Vec::new();
+        for &exporter in export::REGISTRY {
+            for option in exporter.options() {
+                let values: Vec<String> = match option.value_name {
+                    None if m.get_flag(option.name) => vec![String::new()],
+                    None => continue,
+                    Some(_) => match m.get_many::<String>(option.name) {
+                        Some(v) => v.cloned().collect(),
+                        None => continue,
+                    },
+                };
+                given.push((exporter, option, values));
+            }
+        }
+        Ok(FormatOptionArgs { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for FormatOptionArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let mut cmd = cmd;
+        for exporter in export::REGISTRY {
+            for option in exporter.options() {
+                let arg = clap::Arg::new(option.name)
+                    .long(option.name)
+                    .help(format!("{}: {}", exporter.name(), option.help))
+                    .help_heading("Format options");
+                let arg = match option.value_name {
+                    None => arg.action(clap::ArgAction::SetTrue),
+                    Some(value) if option.repeatable => {
+                        arg.value_name(value).action(clap::ArgAction::Append)
+                    }
+                    Some(value) => arg.value_name(value).action(clap::ArgAction::Set),
+                };
+                cmd = cmd.arg(arg);
+            }
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 
@@ -591,12 +657,11 @@ fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {
         ))
     })?;
     let filter = args.filter.build()?;
-    let options = ExportOptions {
-        per_thread: args.per_thread,
+    let mut options = ExportOptions {
         title: args.title.clone(),
-        source_roots: args.source_root.clone(),
-        start_time: args.start_time,
+        ..ExportOptions::default()
     };
+    args.format_options.apply(exporter.name(), &mut options)?;
     if let Some(dir) = &args.out_dir {
         if args.output.is_some() {
             return Err(CliError::Usage(

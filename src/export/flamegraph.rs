@@ -474,6 +474,18 @@ impl Exporter for Flamegraph {
     fn description(&self) -> &'static str {
         "interactive flamegraph SVG (inferno); --per-thread for one root frame per thread"
     }
+    fn options(&self) -> &'static [super::FormatOption] {
+        &[super::FormatOption {
+            name: "per-thread",
+            value_name: None,
+            repeatable: false,
+            help: "one graph per thread",
+            apply: |options, _| {
+                options.per_thread = true;
+                Ok(())
+            },
+        }]
+    }
     fn extension(&self) -> &'static str {
         ".flamegraph.svg"
     }

@@ -5,7 +5,8 @@
 //! raw bytes. Output is deterministic: the same input gives the same bytes.
 //!
 //! Adding a format: write `src/export/NAME.rs` implementing [`Exporter`], then add one
-//! line to [`REGISTRY`].
+//! line to [`REGISTRY`]. Its `--NAME` flag and its own options (declared by
+//! [`Exporter::options`]) reach `tach export` and its `--help` from the registry.
 
 pub mod batch;
 mod collapsed;
@@ -206,6 +207,24 @@ pub trait Exporter: Send + Sync {
     fn dataset(&self) -> Option<&dyn DatasetExporter> {
         None
     }
+    /// The format's own options (`tach export --NAME`): the CLI builds its flags and
+    /// their help from these, and refuses them with another format.
+    fn options(&self) -> &'static [FormatOption] {
+        &[]
+    }
+}
+
+/// One option of one format, as [`Exporter::options`] declares it.
+pub struct FormatOption {
+    /// The long flag, without `--`.
+    pub name: &'static str,
+    /// The value's placeholder in `--help`; `None` for a switch (no value).
+    pub value_name: Option<&'static str>,
+    /// May be given more than once (each value is applied in order).
+    pub repeatable: bool,
+    pub help: &'static str,
+    /// Applies one occurrence (a switch gets ""); the error says what was wrong.
+    pub apply: fn(&mut ExportOptions, &str) -> std::result::Result<(), String>,
 }
 
 /// The several-file side of a format (see [`Exporter::dataset`]).

@@ -93,3 +93,82 @@ fn a_closed_pipe_ends_quietly_with_0() {
         );
     }
 }
+
+/// Each format's own options come from the exporter registry: `--help` lists them under
+/// their format, a format takes its own, and another format's option is a usage error
+/// that names the format it belongs to.
+#[test]
+fn format_options_come_from_the_registry() {
+    let help = tach().args(["export", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let mut declared = 0;
+    for exporter in tach::export::REGISTRY {
+        for option in exporter.options() {
+            declared += 1;
+            let line = help
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("--{} ", option.name)))
+                .unwrap_or_else(|| panic!("--{} is not in --help:\n{help}", option.name));
+            assert!(line.contains(&format!("{}: ", exporter.name())), "{line}");
+        }
+    }
+    assert!(
+        declared >= 3,
+        "flamegraph, heatmap and pprof declare options"
+    );
+
+    let bin = golden_dir().join("threads_mixed.bin");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let run = |args: &[&str]| {
+        tach()
+            .arg("export")
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .arg(&bin)
+            .output()
+            .unwrap()
+    };
+    for ok in [
+        &["--flamegraph", "--per-thread"][..],
+        &[
+            "--heatmap",
+            "--source-root",
+            "/a=/b",
+            "--source-root",
+            "/c=/d",
+        ],
+        &["--format", "pprof", "--start-time", "none"],
+    ] {
+        let o = run(ok);
+        assert!(
+            o.status.success(),
+            "{ok:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    for (args, message) in [
+        (
+            &["--collapsed", "--start-time", "none"][..],
+            "--start-time is an option of --pprof, not of --collapsed",
+        ),
+        (
+            &["--speedscope", "--per-thread"],
+            "--per-thread is an option of --flamegraph",
+        ),
+        (
+            &["--heatmap", "--source-root", "nothing"],
+            "--source-root: 'nothing': expected OLD=NEW",
+        ),
+        (
+            &["--pprof", "--start-time", "soon"],
+            "--start-time: 'soon': expected an RFC 3339 time",
+        ),
+    ] {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+}

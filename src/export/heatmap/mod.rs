@@ -46,6 +46,21 @@ impl Exporter for Heatmap {
     fn description(&self) -> &'static str {
         "line heatmap: one self-contained HTML page (source read now; see --source-root)"
     }
+    fn options(&self) -> &'static [super::FormatOption] {
+        &[super::FormatOption {
+            name: "source-root",
+            value_name: Some("OLD=NEW"),
+            repeatable: true,
+            help: "read sources recorded under OLD from NEW instead (repeatable)",
+            apply: |options, value| match value.split_once('=') {
+                Some((old, new)) if !old.is_empty() && !new.is_empty() => {
+                    options.source_roots.push((old.into(), new.into()));
+                    Ok(())
+                }
+                _ => Err(format!("'{value}': expected OLD=NEW (two non-empty paths)")),
+            },
+        }]
+    }
     fn extension(&self) -> &'static str {
         ".heatmap.html"
     }

@@ -47,6 +47,20 @@ impl Exporter for Pprof {
     fn description(&self) -> &'static str {
         "pprof profile.proto (gzip): samples and time per stack, thread and status labels"
     }
+    fn options(&self) -> &'static [super::FormatOption] {
+        &[super::FormatOption {
+            name: "start-time",
+            value_name: Some("WHEN"),
+            repeatable: false,
+            help: "wall-clock time of the recording's first sample: RFC 3339 \
+                   (2026-11-25T10:00:00Z) or Unix seconds; `file` (the default) estimates it \
+                   from the file's modification time, `none` leaves it unset",
+            apply: |options, value| {
+                options.start_time = StartTime::parse(value)?;
+                Ok(())
+            },
+        }]
+    }
     fn extension(&self) -> &'static str {
         ".pb.gz"
     }
