@@ -2,7 +2,8 @@
 //! registry that the CLI, the batch converter and the Python package all use.
 //!
 //! Exporters read the reader's filtered sample stream or its aggregated index, never
-//! raw bytes. Output is deterministic: the same input gives the same bytes.
+//! raw bytes. Output is deterministic: the same input gives the same bytes (pprof's
+//! default time also reads the file's modification time; `--start-time none` drops it).
 //!
 //! Adding a format: write `src/export/NAME.rs` implementing [`Exporter`], then add one
 //! line to [`REGISTRY`]. Its `--NAME` flag and its own options (declared by
@@ -340,15 +341,15 @@ mod tests {
     #[test]
     fn start_time_spellings() {
         let at = |ns: i64| Ok(StartTime::At(ns));
-        let noon = 1_795_168_800_000_000_000; // 2026-11-20T10:00:00Z, from `date -d`
-        assert_eq!(StartTime::parse("2026-11-20T10:00:00Z"), at(noon));
+        let ten = 1_795_168_800_000_000_000; // 2026-11-20T10:00:00Z, from `date -d`
+        assert_eq!(StartTime::parse("2026-11-20T10:00:00Z"), at(ten));
         assert_eq!(
             StartTime::parse("2026-11-20 05:00:00.25-05:00"),
-            at(noon + 250_000_000)
+            at(ten + 250_000_000)
         );
         // Unix seconds keep every nanosecond (no float rounding at 1.8e18 ns).
-        assert_eq!(StartTime::parse("1795168800.000000001"), at(noon + 1));
-        assert_eq!(StartTime::parse(" 1795168800 "), at(noon));
+        assert_eq!(StartTime::parse("1795168800.000000001"), at(ten + 1));
+        assert_eq!(StartTime::parse(" 1795168800 "), at(ten));
         assert_eq!(StartTime::parse("file"), Ok(StartTime::FromFileTime));
         assert_eq!(StartTime::parse("none"), Ok(StartTime::Unset));
         for bad in [

@@ -4,7 +4,6 @@
 //! It is a plain native thread. It never takes the GIL, never runs Python code and never
 //! calls into the C API; everything it knows comes from fault-tolerant reads, validated
 //! before use. A sample that does not validate is dropped and counted.
-
 //!
 //! By concern: `window` (the page window and the snapshot), `threads` (one tick over
 //! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
@@ -31,6 +30,7 @@ use crate::tach::{
     CaptureFeatures, Compression, ProfilingMode, Stats, TachError, Writer, MAX_STACK_DEPTH,
 };
 
+use super::clock::{monotonic_us, thread_cpu_sec};
 use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
 use super::linetable;
 use super::memory::{MemoryReader, ReadError};
@@ -41,8 +41,6 @@ use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
 pub use crate::tach::filter::status::{
     GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
 };
-
-use super::clock::{monotonic_us, thread_cpu_sec};
 
 pub use session::Session;
 use window::{
