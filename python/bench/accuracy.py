@@ -275,10 +275,19 @@ def find_pyspy():
     return exe
 
 
+def pyspy_command(rate, out):
+    """py-spy in its default (stopping) mode, writing raw folded stacks to OUT.pyspy."""
+    return [find_pyspy(), "record", "--idle", "--nolineno", "--full-filenames", "--format",
+            "raw", "-r", str(rate), "-o", out + ".pyspy"]
+
+
+def cpython_options(rate, out):
+    """CPython's sampler options (after `run` or `attach`), writing collapsed OUT.ref."""
+    return ["--blocking", "--no-gc", "-r", str(rate), "--collapsed", "-o", out + ".ref"]
+
+
 def run_pyspy(py, env, driver, seconds, rate, out):
-    exe = find_pyspy()
-    base = [exe, "record", "--idle", "--nolineno", "--full-filenames", "--format", "raw",
-            "-r", str(rate), "-o", out + ".pyspy"]
+    base = pyspy_command(rate, out)
     if os.path.basename(py[-1]).startswith("python") and len(py) == 1:
         subprocess.run(base + ["--", *py, driver, str(seconds)], env=env, check=True,
                        capture_output=True)
@@ -312,8 +321,8 @@ def wait_for_child_python(root, driver):
 
 
 def run_cpython(py, env, driver, seconds, rate, out):
-    cmd = py + ["-m", "profiling.sampling", "run", "--blocking", "--no-gc", "-r", str(rate),
-                "--collapsed", "-o", out + ".ref", driver, str(seconds)]
+    cmd = py + ["-m", "profiling.sampling", "run", *cpython_options(rate, out), driver,
+                str(seconds)]
     subprocess.run(cmd, env=env, check=True, capture_output=True)
     return parse_collapsed(out + ".ref")
 
@@ -327,13 +336,11 @@ def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, e
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     pid = wait_for_child_python(proc.pid, driver)
     if reference == "pyspy":
-        ref_cmd = [find_pyspy(), "record", "--idle", "--nolineno", "--full-filenames",
-                   "--format", "raw", "-r", str(ref_rate), "-o", out + ".pyspy",
-                   "--pid", str(pid)]
+        ref_cmd = pyspy_command(ref_rate, out) + ["--pid", str(pid)]
         ref_file, parse = out + ".pyspy", parse_pyspy
     else:
-        ref_cmd = py + ["-m", "profiling.sampling", "attach", "--blocking", "--no-gc", "-r",
-                        str(ref_rate), "--collapsed", "-o", out + ".ref", str(pid)]
+        ref_cmd = py + ["-m", "profiling.sampling", "attach",
+                        *cpython_options(ref_rate, out), str(pid)]
         ref_file, parse = out + ".ref", parse_collapsed
     ref = subprocess.run(ref_cmd, env=env, capture_output=True, text=True, check=False)
     _, stderr = proc.communicate()
@@ -414,14 +421,12 @@ def main():
         else:
             ours_stacks, err, summary = run_tach(py, env, driver, args.seconds, args.rate,
                                                  out, extra)
-        if args.same_process:
-            pass
-        elif args.reuse and os.path.exists(ref_file):
-            parse = parse_pyspy if args.reference == "pyspy" else parse_collapsed
-            ref_stacks = parse(ref_file)
-        else:
-            ref_stacks = reference(py, env, driver, args.reference_seconds or args.seconds,
-                                   args.reference_rate or args.rate, out)
+            if args.reuse and os.path.exists(ref_file):
+                parse = parse_pyspy if args.reference == "pyspy" else parse_collapsed
+                ref_stacks = parse(ref_file)
+            else:
+                ref_stacks = reference(py, env, driver, args.reference_seconds or args.seconds,
+                                       args.reference_rate or args.rate, out)
         rows, worst, n_ours, n_ref = compare(
             name, shares(ours_stacks, driver), shares(ref_stacks, driver), args.top)
         m = re.search(r"([\d.]+)% missed", " ".join(summary))
