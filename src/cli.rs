@@ -140,15 +140,26 @@ enum Command {
     /// Run SQL over profiles (tables: samples, frames, stacks, stack_counts, sample_frames).
     #[cfg(feature = "query")]
     Query(QueryArgs),
-    /// Run a Python program with tach's in-process recorder on.
+    /// Record a Python program: start it, or attach to it with --pid.
     ///
-    /// The interpreter must have the `tach` package installed (`pip install .`); this
-    /// runs `python -m tach run` with the options given.
+    /// CPython 3.13-3.15 are recorded from outside: the program needs no tach package,
+    /// and tach needs permission to read its memory (as for ptrace). Older interpreters,
+    /// and --in-process, run the program through `python -m tach run`, which needs the
+    /// tach package in that interpreter. The output replays in CPython 3.15.
     #[command(after_help = "Examples:
   tach record -o app.tach -- python app.py --port 8000
   tach record -o app.tach -r 10000 --mode cpu --all-threads -- python -m mypkg.main
-  python -m tach run -o app.tach app.py        # the same, without the tach binary")]
+  tach record --pid 4242 -d 30 -o server.tach      # attach to a running process
+  python -m tach run -o app.tach app.py            # in-process, without the tach binary")]
     Record(RecordArgs),
+    /// Print every thread's current Python stack in a running process.
+    ///
+    /// Innermost frame first, with file:line and each thread's status (GIL, on CPU,
+    /// exception). CPython 3.13-3.15.
+    #[command(after_help = "Examples:
+  tach dump 4242
+  tach dump --json 4242 | jq '.[0].frames[0]'")]
+    Dump(DumpArgs),
     /// The summary table of CPython's `replay --pstats` (several files are summed).
     ///
     /// Self and total samples, share and time per function, line or file.
@@ -434,6 +445,7 @@ fn run(command: Command) -> Result<ExitCode, CliError> {
         #[cfg(feature = "query")]
         Command::Query(args) => query_cmd(args),
         Command::Record(args) => record_cmd(args),
+        Command::Dump(args) => dump_cmd(args),
         Command::Top(args) => top_cmd(args),
         Command::Diff(args) => diff_cmd(args),
         Command::Recover { journal, output } => recover_cmd(&journal, output),
@@ -1017,8 +1029,20 @@ struct RecordArgs {
     /// Stop sampling after this many seconds.
     #[arg(short, long, value_name = "SECONDS")]
     duration: Option<f64>,
+    /// Attach to this running Python process (CPython 3.13-3.15) instead of starting
+    /// one. Stops on Ctrl-C, SIGTERM, --duration or the process's exit.
+    #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "in_process"])]
+    pid: Option<i32>,
+    /// Run the program through `python -m tach run` (the tach package inside the
+    /// program) even where it could be recorded from outside.
+    #[arg(long)]
+    in_process: bool,
     /// The program: an interpreter, then a script (or -m module) and its arguments.
-    #[arg(last = true, required = true, value_name = "PYTHON ARGS")]
+    #[arg(
+        last = true,
+        required_unless_present = "pid",
+        value_name = "PYTHON ARGS"
+    )]
     argv: Vec<std::ffi::OsString>,
 }
 
@@ -1037,12 +1061,40 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
     };
     rc.compression = args.compression;
     rc.duration = args.duration;
-    let status = rc.run()?;
+    rc.pid = args.pid;
+    rc.in_process = args.in_process;
     // The program's own exit status is ours.
-    Ok(match status.code() {
-        Some(c) => c.clamp(0, 255) as u8,
-        None => FAILURE,
-    })
+    Ok(rc.run()?)
+}
+
+#[derive(Args)]
+struct DumpArgs {
+    /// The Python process (CPython 3.13-3.15).
+    pid: i32,
+    /// One JSON document: a list of threads, each with its status and frames.
+    #[arg(long)]
+    json: bool,
+    /// Read the threads while they run instead of pausing the one holding the GIL.
+    #[arg(long)]
+    no_blocking: bool,
+}
+
+fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
+    let stacks = crate::record::external::dump(args.pid, !args.no_blocking)
+        .map_err(crate::record::cli::RecordCommandError::from)?;
+    let out = if args.json {
+        let mut s = serde_json::to_string_pretty(&stacks)
+            .map_err(|e| CliError::Usage(format!("cannot write JSON: {e}")))?;
+        s.push('\n');
+        s
+    } else {
+        crate::record::external::render_dump(args.pid, &stacks)
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .map_err(stdout_error)?;
+    Ok(SUCCESS)
 }
 
 #[cfg(test)]

@@ -28,8 +28,13 @@ code runs on every interpreter (the chroot's too). The tach package must be impo
 the interpreter under test: for the host, `python/tests/run.sh` builds it into .venv; for
 the chroot, pass `--tach-path DIR` with a staged copy (see python/tests/chroot.sh).
 
+With `--attach TACH --same-process`, the program runs alone and the tach binary records
+it from outside (`tach record --pid`), as the reference does.
+
 Examples:
     .venv/bin/python python/bench/accuracy.py
+    .venv/bin/python python/bench/accuracy.py --same-process --attach target/debug/tach \
+        --python ~/.pyenv/versions/3.13.0/bin/python3.13
     .venv/bin/python python/bench/accuracy.py --python "scripts/cpython-chroot \
         run -- python3.13" --tach-path .chroot-build/3.13
     .venv/bin/python python/bench/accuracy.py --reference cpython --python \
@@ -327,14 +332,25 @@ def run_cpython(py, env, driver, seconds, rate, out):
     return parse_collapsed(out + ".ref")
 
 
-def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, extra=()):
+def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, extra=(),
+                     attach=None):
     """tach and the reference record one process together: the reference attaches by
     pid to `python -m tach run`, so both see the same execution and the program's own
-    mix of work, which moves between runs, drops out of the comparison."""
-    cmd = py + ["-m", "tach", "run", "--no-gc", *extra, "-r", str(rate), "-o", out + ".tach",
-                driver, str(seconds)]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
-    pid = wait_for_child_python(proc.pid, driver)
+    mix of work, which moves between runs, drops out of the comparison. With `attach`
+    (the tach binary), tach attaches by pid too (`tach record --pid`)."""
+    if attach:
+        # tach from outside: the program runs alone, and both profilers attach to it.
+        program = subprocess.Popen(py + [driver, str(seconds)], env=env)
+        pid = wait_for_child_python(program.pid, driver)
+        cmd = [attach, "record", "--pid", str(pid), "--no-gc", *extra, "-r", str(rate),
+               "-o", out + ".tach"]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    else:
+        program = None
+        cmd = py + ["-m", "tach", "run", "--no-gc", *extra, "-r", str(rate), "-o",
+                    out + ".tach", driver, str(seconds)]
+        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+        pid = wait_for_child_python(proc.pid, driver)
     if reference == "pyspy":
         ref_cmd = pyspy_command(ref_rate, out) + ["--pid", str(pid)]
         ref_file, parse = out + ".pyspy", parse_pyspy
@@ -344,6 +360,8 @@ def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, e
         ref_file, parse = out + ".ref", parse_collapsed
     ref = subprocess.run(ref_cmd, env=env, capture_output=True, text=True, check=False)
     _, stderr = proc.communicate()
+    if program is not None:
+        program.wait()
     if proc.returncode != 0:
         sys.exit(f"tach run failed ({proc.returncode}): {shlex.join(cmd)}\n{stderr}")
     if ref.returncode != 0 or not os.path.exists(ref_file):
@@ -389,7 +407,14 @@ def main():
     ap.add_argument("--json", default=None, help="also write the figures here")
     ap.add_argument("--same-process", action="store_true",
                     help="the reference attaches to tach's own run (one execution for both)")
+    ap.add_argument("--attach", default=None, metavar="TACH",
+                    help="with --same-process: record with this tach binary from outside "
+                         "(tach record --pid), not python -m tach run")
     args = ap.parse_args()
+    if args.attach and not args.same_process:
+        ap.error("--attach needs --same-process (tach attaches to a program run alone)")
+    if args.attach:
+        args.attach = os.path.abspath(args.attach)
 
     install_lib(args.lib)
     py = shlex.split(args.python)
@@ -417,7 +442,7 @@ def main():
         if args.same_process:
             ours_stacks, err, summary, ref_stacks = run_same_process(
                 py, env, driver, args.seconds, args.rate, args.reference_rate or args.rate,
-                out, args.reference, extra)
+                out, args.reference, extra, args.attach)
         else:
             ours_stacks, err, summary = run_tach(py, env, driver, args.seconds, args.rate,
                                                  out, extra)

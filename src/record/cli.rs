@@ -1,10 +1,31 @@
-//! `tach record [OPTIONS] -- python script.py ARGS`: runs a Python program with the
-//! recorder on, through the `tach` Python package (`python -m tach run ...`), which must
-//! be importable by that interpreter (the wheel built by maturin installs it).
+//! `tach record`: one options type for every way of recording, and the choice of way.
+//!
+//! - `--pid PID`: attach to a running process from outside (`external`).
+//! - `-- python app.py ARGS`, CPython 3.13 and later (or a command that is not an
+//!   interpreter, such as a script with a shebang): start the program and record it
+//!   from outside. The program needs no tach package.
+//! - `-- python app.py ARGS`, older interpreters, `--opcodes` before 3.15 (whose
+//!   interpreters export no de-specialisation table) or `--in-process`: run it through
+//!   the `tach` Python package (`python -m tach run ...`), which must be importable by
+//!   that interpreter.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::tach::{Compression, ProfilingMode};
+
+use super::external::{self, ExternalError, Recorded};
+use super::sampler::RecordOptions;
+
+/// Sampling slower than this (1 kHz and below) pauses the program by default: each
+/// pause costs it the tick's reads, 2% at 1 kHz and 30% at 10 kHz (docs/recorder.md).
+/// `python -m tach run` uses the same threshold (`BLOCKING_MIN_INTERVAL_US`).
+pub const BLOCKING_MIN_INTERVAL_US: u64 = 1000;
+
+/// How long a started program has to load its interpreter before tach gives up.
+const STARTUP: Duration = Duration::from_secs(10);
 
 /// Why `tach record` could not run the program.
 #[derive(Debug, thiserror::Error)]
@@ -15,18 +36,31 @@ pub enum RecordCommandError {
     NoScript,
     #[error("the rate must be a positive number of samples per second, not {0}")]
     BadRate(f64),
+    #[error("--pid and a command cannot be given together")]
+    PidAndCommand,
+    #[error("unknown mode {0:?} (expected wall, cpu, gil or exception)")]
+    BadMode(String),
+    #[error("unknown compression {0:?} (expected auto, zstd or none)")]
+    BadCompression(String),
+    #[error("the duration must be a positive number of seconds, not {0}")]
+    BadDuration(f64),
     #[error("cannot run {program:?}: {source}")]
     Spawn {
         program: OsString,
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    External(#[from] ExternalError),
 }
 
 impl RecordCommandError {
     /// A command line that asks for something impossible, rather than a failure to run.
     pub fn is_usage(&self) -> bool {
-        !matches!(self, RecordCommandError::Spawn { .. })
+        !matches!(
+            self,
+            RecordCommandError::Spawn { .. } | RecordCommandError::External(_)
+        )
     }
 }
 
@@ -51,6 +85,11 @@ pub struct RecordCommand {
     pub duration: Option<f64>,
     /// The command: an interpreter, then its arguments (a script, or `-m module`).
     pub argv: Vec<OsString>,
+    /// Attach to this running process instead of starting one.
+    pub pid: Option<i32>,
+    /// Run the command through `python -m tach run` even where it could be recorded
+    /// from outside.
+    pub in_process: bool,
 }
 
 impl RecordCommand {
@@ -66,7 +105,154 @@ impl RecordCommand {
             compression: None,
             duration: None,
             argv,
+            pid: None,
+            in_process: false,
         }
+    }
+
+    /// The recorder's options, validated, for a target whose pid is `pid` (the default
+    /// file name is `tach_<pid>.tach`, as `python -m tach run` names it).
+    pub fn record_options(&self, pid: i32) -> Result<RecordOptions, RecordCommandError> {
+        let path = self
+            .output
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("tach_{pid}.tach")));
+        let mut opts = RecordOptions::new(path);
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(RecordCommandError::BadRate(r));
+            }
+            opts.interval_us = ((1e6 / r).round() as u64).max(1);
+        }
+        if let Some(m) = &self.mode {
+            opts.mode = match m.as_str() {
+                "wall" => ProfilingMode::Wall,
+                "cpu" => ProfilingMode::Cpu,
+                "gil" => ProfilingMode::Gil,
+                "exception" => ProfilingMode::Exception,
+                _ => return Err(RecordCommandError::BadMode(m.clone())),
+            };
+        }
+        if let Some(c) = &self.compression {
+            opts.compression = match c.as_str() {
+                // zstd is always built in, so "auto" is zstd, as in CPython with zstd.
+                "auto" | "zstd" => Compression::Zstd,
+                "none" => Compression::None,
+                _ => return Err(RecordCommandError::BadCompression(c.clone())),
+            };
+        }
+        if let Some(d) = self.duration {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(RecordCommandError::BadDuration(d));
+            }
+            opts.duration = Some(Duration::from_secs_f64(d));
+        }
+        opts.all_threads = self.all_threads;
+        opts.opcodes = self.opcodes;
+        opts.gc = !self.no_gc;
+        opts.blocking = self
+            .blocking
+            .unwrap_or(opts.interval_us >= BLOCKING_MIN_INTERVAL_US);
+        Ok(opts)
+    }
+
+    /// Whether the command must be run in-process: asked for, or an interpreter older
+    /// than 3.13 (or `--opcodes` before 3.15). A command that does not answer as a
+    /// Python interpreter is recorded from outside.
+    fn needs_in_process(&self) -> bool {
+        if self.in_process {
+            return true;
+        }
+        let Some(python) = self.argv.first() else {
+            return false;
+        };
+        let probe = Command::new(python)
+            .args(["-c", "import sys; print(sys.hexversion)"])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output();
+        let hex = match probe {
+            Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse::<u64>()
+                .ok(),
+            _ => None,
+        };
+        let Some(hex) = hex else {
+            return false;
+        };
+        let minor = (hex >> 16) & 0xff;
+        (hex >> 24) == 3 && (minor < 13 || (self.opcodes && minor < 15))
+    }
+
+    /// Records as asked and returns tach's exit code: the program's own when tach ran
+    /// it, 1 when an attached recording failed.
+    pub fn run(&self) -> Result<u8, RecordCommandError> {
+        if let Some(pid) = self.pid {
+            if !self.argv.is_empty() {
+                return Err(RecordCommandError::PidAndCommand);
+            }
+            let opts = self.record_options(pid)?;
+            let stats = external::record(Recorded::Pid(pid), opts, Duration::ZERO)?;
+            eprintln!("{}", stats.summary_line());
+            return Ok(match stats.error {
+                Some(e) => {
+                    eprintln!("tach: error: {e}");
+                    1
+                }
+                None => 0,
+            });
+        }
+        if self.argv.len() < 2 || self.needs_in_process() {
+            let mut cmd = self.command()?;
+            let status = cmd.status().map_err(|source| RecordCommandError::Spawn {
+                program: self.argv[0].clone(),
+                source,
+            })?;
+            return Ok(exit_code(status));
+        }
+        self.record_child()
+    }
+
+    /// Starts the command and records it from outside until it exits (or the duration
+    /// ends; the program then runs on, and tach waits for it).
+    fn record_child(&self) -> Result<u8, RecordCommandError> {
+        // Validate before starting anything.
+        self.record_options(0)?;
+        let mut child = Command::new(&self.argv[0])
+            .args(&self.argv[1..])
+            .spawn()
+            .map_err(|source| RecordCommandError::Spawn {
+                program: self.argv[0].clone(),
+                source,
+            })?;
+        let pid = child.id() as i32;
+        let opts = self.record_options(pid)?;
+        let path = opts.path.clone();
+        let (interval, mode) = (opts.interval_us, opts.mode);
+        match external::record(Recorded::Child(&mut child), opts, STARTUP) {
+            Ok(stats) => {
+                eprintln!("{}", stats.summary_line());
+                if let Some(e) = stats.error {
+                    eprintln!("tach: error: {e}");
+                }
+            }
+            Err(ExternalError::Attach(e)) if matches!(child.try_wait(), Ok(Some(_))) => {
+                // Gone before its interpreter was found: an empty file says so.
+                eprintln!("tach: the program exited before it could be recorded ({e})");
+                if let Err(e) = external::write_empty(&path, interval, mode) {
+                    eprintln!("tach: error: {e}");
+                }
+            }
+            Err(e) => {
+                eprintln!("tach: cannot record {pid}: {e}\ntach: the program runs on unrecorded");
+            }
+        }
+        let status = child.wait().map_err(|source| RecordCommandError::Spawn {
+            program: self.argv[0].clone(),
+            source,
+        })?;
+        Ok(exit_code(status))
     }
 
     /// The command to spawn: `PYTHON -m tach run OPTIONS -- REST`.
@@ -121,14 +307,16 @@ impl RecordCommand {
         cmd.args(rest);
         Ok(cmd)
     }
+}
 
-    /// Runs the program and waits for it.
-    pub fn run(&self) -> Result<ExitStatus, RecordCommandError> {
-        let mut cmd = self.command()?;
-        cmd.status().map_err(|source| RecordCommandError::Spawn {
-            program: self.argv[0].clone(),
-            source,
-        })
+/// The program's exit status as tach's: its code, or 128 + the signal that killed it,
+/// as a shell reports it.
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c.clamp(0, 255) as u8,
+        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        _ => 1,
     }
 }
 

@@ -9,18 +9,24 @@
 //! - `sampler`: the native sampling thread, the statistics and the TACH writer, split by
 //!   concern (`window`, `threads`, `unwind`, `resolution`, `session`).
 //! - `clock`: the monotonic and thread CPU clocks (shared with the Python writer).
-//! - `pause`: pausing the thread that holds the GIL while a tick reads the stacks.
+//! - `pause`: pausing the thread that holds the GIL while a tick reads the stacks
+//!   (`ptrace_pause` when it is another process's).
 //! - `target`: finding this process's interpreter and its layout.
+//! - `attach` (with `elf`): finding another process's interpreter, for `tach record
+//!   --pid` and `tach dump`.
 //! - `cli`: the command line that runs a Python program under the recorder.
 //!
 //! See `docs/recorder.md` for the design.
 
-// The sampler runs inside the Python extension (feature `python`) today; the `tach`
-// binary alone only starts `python -m tach run`. Built without the extension, the
-// sampling half of this module is compiled (and checked) but not called.
+// The sampler runs inside the Python extension (feature `python`) and, attached from
+// outside, in the `tach` binary. What only the in-process side calls is allowed to be
+// unused in a build without the extension.
+pub(crate) mod attach;
 pub(crate) mod cli;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) mod clock;
+mod elf;
+pub(crate) mod external;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod layout;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
@@ -29,6 +35,7 @@ mod linetable;
 mod memory;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pause;
+mod ptrace_pause;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) mod resolve;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]

@@ -146,6 +146,35 @@ fn install() -> Option<i32> {
     })
 }
 
+/// Holds one thread of the target still while a tick reads, one thread at a time:
+/// [`Pauser`] in-process, [`super::ptrace_pause::PtracePauser`] from outside.
+pub trait ThreadPause: Send + std::fmt::Debug {
+    /// Pauses thread `tid`, releasing any thread paused before. False when it could not
+    /// be paused in time: the tick then reads running threads.
+    fn pause(&mut self, tid: u64) -> bool;
+    /// Releases the paused thread, if any.
+    fn resume(&mut self);
+    /// Pauses that took effect.
+    fn paused(&self) -> u64;
+    /// Requests the thread did not honour in time.
+    fn timeouts(&self) -> u64;
+}
+
+impl ThreadPause for Pauser {
+    fn pause(&mut self, tid: u64) -> bool {
+        Pauser::pause(self, tid)
+    }
+    fn resume(&mut self) {
+        Pauser::resume(self)
+    }
+    fn paused(&self) -> u64 {
+        self.paused
+    }
+    fn timeouts(&self) -> u64 {
+        self.timeouts
+    }
+}
+
 /// Pauses threads of this process, one at a time; [`Pauser::resume`] (or drop)
 /// releases the paused one.
 #[derive(Debug)]

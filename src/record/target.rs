@@ -121,12 +121,21 @@ pub fn detect_layout(
 /// Opcode tables for `--opcodes`: built in, or the interpreter's exported
 /// `_PyOpcode_Deopt` (3.15).
 pub fn opcode_tables(mem: &dyn MemoryReader, version: (u8, u8, u8)) -> Option<OpcodeTables> {
+    opcode_tables_from(mem, version, symbol("_PyOpcode_Deopt"))
+}
+
+/// Opcode tables, with `_PyOpcode_Deopt` at `exported_deopt` when the interpreter exports
+/// it (found by `dlsym` in-process, in its ELF symbols from outside).
+pub fn opcode_tables_from(
+    mem: &dyn MemoryReader,
+    version: (u8, u8, u8),
+    exported_deopt: Option<u64>,
+) -> Option<OpcodeTables> {
     let built_for_this = build_version() == Some((version.0, version.1));
     let deopt = if built_for_this { build::deopt() } else { None };
     let deopt = deopt.or_else(|| {
-        let addr = symbol("_PyOpcode_Deopt")?;
         let mut t = [0u8; 256];
-        mem.read(addr, &mut t).ok()?;
+        mem.read(exported_deopt?, &mut t).ok()?;
         Some(t)
     })?;
     let caches = (version.1 == 11 && built_for_this).then(build::caches);

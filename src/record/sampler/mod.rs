@@ -34,7 +34,8 @@ use super::clock::{monotonic_us, thread_cpu_sec};
 use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
 use super::linetable;
 use super::memory::{MemoryReader, ReadError};
-use super::pause::Pauser;
+use super::pause::{Pauser, ThreadPause};
+use super::ptrace_pause::PtracePauser;
 use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
 
 /// Status byte bits, with CPython's meanings.
@@ -218,8 +219,11 @@ pub struct Sampler {
     debug: bool,
     /// Samples written so far, for [`Session::samples_written`].
     progress: Arc<AtomicU64>,
-    /// Pauses the GIL holder during a tick (`RecordOptions::blocking`, in-process).
-    pauser: Option<Pauser>,
+    /// Pauses the GIL holder during a tick (`RecordOptions::blocking`): with a signal
+    /// in-process, with ptrace from outside.
+    pauser: Option<Box<dyn ThreadPause>>,
+    /// The thread paused this tick and whether it was on a CPU just before.
+    paused_on_cpu: Option<(u64, bool)>,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -285,11 +289,8 @@ impl Sampler {
             retry_reasons: Vec::new(),
             debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
             progress: Arc::new(AtomicU64::new(0)),
-            // Only our own threads can be paused with a signal.
-            // SAFETY: getpid has no preconditions.
-            pauser: (opts_blocking && target_pid == unsafe { libc::getpid() } as u64)
-                .then(Pauser::new)
-                .flatten(),
+            pauser: opts_blocking.then(|| pauser_for(target_pid)).flatten(),
+            paused_on_cpu: None,
         })
     }
 
@@ -317,7 +318,7 @@ impl Sampler {
         if self.debug {
             eprintln!("tach: {} stack reads taken again", self.retries);
             if let Some(p) = &self.pauser {
-                eprintln!("tach: {} pauses, {} timed out", p.paused, p.timeouts);
+                eprintln!("tach: {} pauses, {} timed out", p.paused(), p.timeouts());
             }
             for (reason, n) in &self.retry_reasons {
                 eprintln!("tach: read again {n} times: {reason}");
@@ -350,8 +351,8 @@ impl Sampler {
         s.reused_addresses = self.cache.reused;
         s.sampler_cpu_sec = thread_cpu_sec();
         if let Some(p) = &self.pauser {
-            s.paused_ticks = p.paused;
-            s.pause_timeouts = p.timeouts;
+            s.paused_ticks = p.paused();
+            s.pause_timeouts = p.timeouts();
         }
         self.writer.set_stats(Stats::new(
             s.duration_sec,
@@ -371,6 +372,16 @@ impl Sampler {
             Err(e) => stats.error = Some(e.to_string()),
         }
         stats
+    }
+}
+
+/// Our own threads are paused with a signal, another process's with ptrace.
+fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
+    // SAFETY: getpid has no preconditions.
+    if pid == unsafe { libc::getpid() } as u64 {
+        Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
+    } else {
+        Some(Box::new(PtracePauser::new()))
     }
 }
 

@@ -217,6 +217,7 @@ impl Sampler {
         if let Some(p) = &mut self.pauser {
             p.resume();
         }
+        self.paused_on_cpu = None;
         // Forget /proc handles of threads that are gone.
         let seen = &self.seen_tids;
         if self.proc_stat.len() > seen.len() {
@@ -270,16 +271,23 @@ impl Sampler {
                 return state;
             }
             let tid = u64::from_ne_bytes(tid_bytes);
+            if self.pauser.is_none() || tid == 0 {
+                return state;
+            }
+            // Paused, the thread is in a signal handler or stopped by ptrace (`t`): its
+            // scheduling state is the one it had just before.
+            let before = self.on_cpu(tid);
             let Some(pauser) = self.pauser.as_mut() else {
                 return state;
             };
-            if tid == 0 || !pauser.pause(tid) {
+            if !pauser.pause(tid) {
                 return state;
             }
             if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
                 return state;
             }
             let now = gil_fields(o, gil, lo);
+            self.paused_on_cpu = before.map(|b| (tid, b));
             if now == state {
                 return state;
             }
@@ -288,12 +296,18 @@ impl Sampler {
         if let Some(p) = &mut self.pauser {
             p.resume();
         }
+        self.paused_on_cpu = None;
         state
     }
 
     /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as
     /// CPython checks)? `None` when it cannot tell.
     pub(super) fn on_cpu(&mut self, tid: u64) -> Option<bool> {
+        if let Some((paused, state)) = self.paused_on_cpu {
+            if paused == tid {
+                return Some(state);
+            }
+        }
         if !self.proc_stat.contains_key(&tid) {
             let f = File::open(format!("/proc/{}/task/{tid}/stat", self.target.pid)).ok()?;
             self.proc_stat.insert(tid, f);

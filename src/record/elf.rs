@@ -1,0 +1,239 @@
+//! Just enough ELF to find a running interpreter's symbols from outside it.
+//!
+//! Attaching to another process means finding `_PyRuntime` and the type objects the
+//! sampler validates with, without `dlsym`. CPython exports them as dynamic symbols
+//! (`.dynsym`), from `libpython` or, for a statically linked interpreter such as
+//! Debian's, from the executable itself. Only 64-bit little-endian files are read:
+//! the recorder reads x86-64 and aarch64 Linux processes.
+//!
+//! Every offset and count comes from an untrusted file: each is checked against the
+//! file's length before it is used, and nothing is allocated from a count.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+/// Why a file could not be read as an interpreter's ELF image.
+#[derive(Debug, thiserror::Error)]
+pub enum ElfError {
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a 64-bit little-endian ELF file")]
+    NotElf { path: PathBuf },
+    #[error("{path}: byte {offset}: {what}")]
+    Malformed {
+        path: PathBuf,
+        offset: u64,
+        what: &'static str,
+    },
+}
+
+const PT_LOAD: u32 = 1;
+const SHT_SYMTAB: u32 = 2;
+const SHT_DYNSYM: u32 = 11;
+const SYM_SIZE: usize = 24;
+
+/// A mapped ELF file and where its symbol tables are.
+pub struct ElfFile {
+    path: PathBuf,
+    map: Mmap,
+    /// Virtual address of the segment loaded from file offset 0 (rounded to its page),
+    /// which a process maps at the lowest address of the file's mappings.
+    first_load_vaddr: u64,
+    /// (symbols offset, symbols size, strings offset, strings size) per table.
+    tables: Vec<(usize, usize, usize, usize)>,
+}
+
+impl ElfFile {
+    pub fn open(path: &Path) -> Result<ElfFile, ElfError> {
+        let open_err = |source| ElfError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(open_err)?;
+        // SAFETY: the map is read only; a file truncated under us could fault, which is
+        // the same risk every ELF reader (and the dynamic loader) takes with a library.
+        let map = unsafe { Mmap::map(&file) }.map_err(open_err)?;
+        let mut elf = ElfFile {
+            path: path.to_path_buf(),
+            map,
+            first_load_vaddr: 0,
+            tables: Vec::new(),
+        };
+        elf.parse()?;
+        Ok(elf)
+    }
+
+    fn bad(&self, offset: u64, what: &'static str) -> ElfError {
+        ElfError::Malformed {
+            path: self.path.clone(),
+            offset,
+            what,
+        }
+    }
+
+    fn u16_at(&self, at: usize) -> Option<u16> {
+        let b = self.map.get(at..at.checked_add(2)?)?;
+        Some(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32_at(&self, at: usize) -> Option<u32> {
+        let b = self.map.get(at..at.checked_add(4)?)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    }
+
+    fn u64_at(&self, at: usize) -> Option<u64> {
+        let b = self.map.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+
+    fn parse(&mut self) -> Result<(), ElfError> {
+        let m = &self.map;
+        if m.len() < 64 || &m[..4] != b"\x7fELF" || m[4] != 2 || m[5] != 1 {
+            return Err(ElfError::NotElf {
+                path: self.path.clone(),
+            });
+        }
+        let phoff = self.u64_at(32).unwrap_or(0) as usize;
+        let shoff = self.u64_at(40).unwrap_or(0) as usize;
+        let phentsize = self.u16_at(54).unwrap_or(0) as usize;
+        let phnum = self.u16_at(56).unwrap_or(0) as usize;
+        let shentsize = self.u16_at(58).unwrap_or(0) as usize;
+        let shnum = self.u16_at(60).unwrap_or(0) as usize;
+
+        if phentsize < 56 {
+            return Err(self.bad(54, "program header entries are too small"));
+        }
+        let mut first_load = None;
+        for i in 0..phnum {
+            let at = phoff.saturating_add(i.saturating_mul(phentsize));
+            let (Some(kind), Some(offset), Some(vaddr)) =
+                (self.u32_at(at), self.u64_at(at + 8), self.u64_at(at + 16))
+            else {
+                return Err(self.bad(at as u64, "program header past the end of the file"));
+            };
+            if kind == PT_LOAD && offset == 0 {
+                first_load = Some(vaddr);
+                break;
+            }
+        }
+        self.first_load_vaddr = first_load
+            .ok_or_else(|| self.bad(phoff as u64, "no segment is loaded from offset 0"))?
+            & !0xfff;
+
+        if shnum == 0 {
+            return Ok(()); // No section headers: no symbols to find.
+        }
+        if shentsize < 64 {
+            return Err(self.bad(58, "section header entries are too small"));
+        }
+        let section = |i: usize| -> Option<(u32, usize, usize, u32)> {
+            let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
+            Some((
+                self.u32_at(at + 4)?,
+                self.u64_at(at + 24)? as usize,
+                self.u64_at(at + 32)? as usize,
+                self.u32_at(at + 40)?,
+            ))
+        };
+        let mut tables = Vec::new();
+        for i in 0..shnum {
+            let Some((kind, offset, size, link)) = section(i) else {
+                return Err(self.bad(shoff as u64, "section header past the end of the file"));
+            };
+            if kind != SHT_DYNSYM && kind != SHT_SYMTAB {
+                continue;
+            }
+            let Some((_, str_off, str_size, _)) = section(link as usize) else {
+                return Err(self.bad(shoff as u64, "symbol table links to no string table"));
+            };
+            let fits = |o: usize, s: usize| o.checked_add(s).is_some_and(|e| e <= self.map.len());
+            if !fits(offset, size) || !fits(str_off, str_size) {
+                return Err(self.bad(offset as u64, "symbol table past the end of the file"));
+            }
+            // The dynamic table first: it is the one a stripped interpreter keeps.
+            if kind == SHT_DYNSYM {
+                tables.insert(0, (offset, size, str_off, str_size));
+            } else {
+                tables.push((offset, size, str_off, str_size));
+            }
+        }
+        self.tables = tables;
+        Ok(())
+    }
+
+    /// The value (link-time address) of a defined symbol.
+    pub fn symbol(&self, name: &str) -> Option<u64> {
+        let want = name.as_bytes();
+        for &(off, size, str_off, str_size) in &self.tables {
+            let strings = &self.map[str_off..str_off + str_size];
+            let syms = &self.map[off..off + size];
+            for sym in syms.chunks_exact(SYM_SIZE) {
+                let name_at = u32::from_le_bytes(sym[0..4].try_into().ok()?) as usize;
+                let shndx = u16::from_le_bytes([sym[6], sym[7]]);
+                if shndx == 0 {
+                    continue; // Undefined here: imported from another object.
+                }
+                let Some(rest) = strings.get(name_at..) else {
+                    continue;
+                };
+                if rest.len() > want.len() && &rest[..want.len()] == want && rest[want.len()] == 0 {
+                    return Some(u64::from_le_bytes(sym[8..16].try_into().ok()?));
+                }
+            }
+        }
+        None
+    }
+
+    /// Where a symbol is in a process that mapped this file's first page at
+    /// `mapped_at`.
+    pub fn runtime_address(&self, name: &str, mapped_at: u64) -> Option<u64> {
+        let value = self.symbol(name)?;
+        mapped_at.checked_add(value.checked_sub(self.first_load_vaddr)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This test binary is an ELF file whose symbols are known to us.
+    #[test]
+    fn reads_a_real_executable() {
+        let exe = std::env::current_exe().unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        // `main`, defined in the executable's own symbol table.
+        assert!(elf.symbol("main").is_some());
+        // libc's symbol, imported (undefined) in every Rust test binary: never found.
+        assert_eq!(elf.symbol("process_vm_readv"), None);
+        assert_eq!(elf.symbol("no_such_symbol_anywhere"), None);
+    }
+
+    #[test]
+    fn refuses_what_is_not_elf_or_is_cut_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("text");
+        std::fs::write(&text, b"#!/bin/sh\necho hello\n").unwrap();
+        let e = ElfFile::open(&text).err().unwrap();
+        assert!(e.to_string().contains("not a 64-bit"), "{e}");
+
+        // A real header whose program headers were cut off.
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let cut = dir.path().join("cut");
+        std::fs::write(&cut, &exe[..80]).unwrap();
+        let e = ElfFile::open(&cut).err().unwrap();
+        assert!(e.to_string().contains("byte "), "{e}");
+        assert!(matches!(e, ElfError::Malformed { .. }));
+
+        let missing = dir.path().join("missing");
+        assert!(matches!(
+            ElfFile::open(&missing).err().unwrap(),
+            ElfError::Open { .. }
+        ));
+    }
+}

@@ -1,0 +1,349 @@
+//! Recording a process from outside: `tach record --pid PID`, `tach record -- python
+//! app.py` (the program started by tach and attached to), and `tach dump PID`.
+//!
+//! The sampler is the in-process one ([`Session`]) reading the target through
+//! `process_vm_readv` and pausing it with ptrace (see `ptrace_pause`). This module adds
+//! what being outside needs: finding the interpreter ([`super::attach`]), stopping on
+//! Ctrl-C, SIGTERM or the target's exit, and one summary line.
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::tach::{Compression, ProfilingMode, TachError, TachFile, Writer};
+
+use super::attach::{self, AttachError};
+use super::clock::monotonic_us;
+use super::sampler::{RecordOptions, RecordStats, Sampler, Session};
+
+/// Why an outside recording or dump failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExternalError {
+    #[error(transparent)]
+    Attach(#[from] AttachError),
+    #[error(transparent)]
+    Tach(#[from] TachError),
+    #[error("{0}")]
+    Recording(String),
+}
+
+/// The signal that asked us to stop (0: none yet).
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_signal(sig: libc::c_int) {
+    STOP_SIGNAL.store(sig, Ordering::Relaxed);
+}
+
+/// Ctrl-C and SIGTERM stop the recording (and finish the file) instead of killing tach.
+fn catch_stop_signals() {
+    STOP_SIGNAL.store(0, Ordering::Relaxed);
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(
+                sig,
+                note_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+}
+
+/// Is `pid` still running (not gone, not a zombie)?
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(
+            stat.rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next()),
+            Some("Z") | Some("X") | None
+        ),
+        Err(_) => false,
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn size(n: u64) -> String {
+    let mut v = n as f64;
+    for unit in ["B", "KiB", "MiB"] {
+        if v < 1024.0 {
+            return if unit == "B" {
+                format!("{v:.0} B")
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+        v /= 1024.0;
+    }
+    format!("{v:.1} GiB")
+}
+
+impl RecordStats {
+    /// The line printed when a recording ends, the same from Python and from the
+    /// command line: samples, achieved rate, dropped samples, the sampler's CPU use, file
+    /// size and path.
+    pub fn summary_line(&self) -> String {
+        let cpu = if self.duration_sec > 0.0 {
+            100.0 * self.sampler_cpu_sec / self.duration_sec
+        } else {
+            0.0
+        };
+        format!(
+            "tach: {} samples in {:.2} s ({:.1} Hz achieved), {} dropped ({:.2}% ticks with \
+             errors, {:.2}% missed), sampler {:.1}% of a CPU, {} written to {}",
+            thousands(self.samples),
+            self.duration_sec,
+            self.sample_rate,
+            thousands(self.dropped),
+            self.error_rate,
+            self.missed_samples,
+            cpu,
+            size(self.file_size),
+            self.path.display()
+        )
+    }
+}
+
+/// The process being recorded: a pid, or tach's own child.
+pub enum Recorded<'a> {
+    Pid(i32),
+    Child(&'a mut Child),
+}
+
+impl Recorded<'_> {
+    fn pid(&self) -> i32 {
+        match self {
+            Recorded::Pid(p) => *p,
+            Recorded::Child(c) => c.id() as i32,
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        match self {
+            Recorded::Pid(p) => alive(*p),
+            // try_wait reaps the child once it has exited; the caller's wait() then
+            // returns the saved status.
+            Recorded::Child(c) => matches!(c.try_wait(), Ok(None)),
+        }
+    }
+}
+
+/// Attaches to `target` and records it until Ctrl-C, SIGTERM, `opts.duration` or the
+/// target's exit, then finishes the file. A just-started child is waited for (up to
+/// `startup`) until its interpreter is loaded.
+///
+/// For a child, Ctrl-C reaches the child as well (one process group): the recording
+/// goes on until the child exits, and a SIGTERM sent to tach alone is passed on to it.
+pub fn record(
+    mut target: Recorded<'_>,
+    opts: RecordOptions,
+    startup: Duration,
+) -> Result<RecordStats, ExternalError> {
+    catch_stop_signals();
+    let pid = target.pid();
+    let began = Instant::now();
+    let attached = loop {
+        match attach::attach(pid, opts.opcodes) {
+            Ok(t) => break t,
+            Err(e @ AttachError::NotPython { .. })
+                if matches!(target, Recorded::Child(_)) && began.elapsed() < startup =>
+            {
+                if !target.running() {
+                    return Err(e.into());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let session = Session::start(attached, opts)?;
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        if session.is_finished() || !target.running() {
+            break;
+        }
+        match (STOP_SIGNAL.swap(0, Ordering::Relaxed), &target) {
+            (0, _) => {}
+            (libc::SIGTERM, Recorded::Child(c)) => {
+                // SAFETY: kill with a pid we spawned and a valid signal.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            }
+            (_, Recorded::Child(_)) => {}
+            (_, Recorded::Pid(_)) => break,
+        }
+    }
+    Ok(session.stop())
+}
+
+/// A file that says a recording found nothing: for a target that exited before its
+/// interpreter could be attached to, so that whoever waits for the file finds one.
+pub fn write_empty(path: &Path, interval_us: u64, mode: ProfilingMode) -> Result<(), TachError> {
+    let writer = Writer::builder(interval_us)
+        .start_time_us(monotonic_us())
+        .mode(mode)
+        .create(path)?;
+    writer.finish()?;
+    Ok(())
+}
+
+/// One thread's stack at one moment, innermost frame first.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ThreadStack {
+    pub thread_id: u64,
+    pub interpreter_id: u32,
+    pub main_thread: bool,
+    pub has_gil: bool,
+    pub on_cpu: bool,
+    pub gil_requested: bool,
+    pub has_exception: bool,
+    pub frames: Vec<StackFrame>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StackFrame {
+    pub function: String,
+    pub file: String,
+    /// None where CPython records no location.
+    pub line: Option<i32>,
+}
+
+/// Every thread's current stack in process `pid` (`tach dump`): one tick of the
+/// sampler, written to a scratch file and read back, so that a dump shows exactly what
+/// a recording would.
+pub fn dump(pid: i32, blocking: bool) -> Result<Vec<ThreadStack>, ExternalError> {
+    let target = attach::attach(pid, false)?;
+    let scratch = std::env::temp_dir().join(format!("tach-dump-{pid}-{}.tach", std::process::id()));
+    let mut opts = RecordOptions::new(&scratch);
+    opts.all_threads = true;
+    // `all`: every thread, with its CPU state looked up (wall mode leaves it unknown).
+    opts.mode = ProfilingMode::All;
+    opts.compression = Compression::None;
+    opts.blocking = blocking;
+    let result = (|| {
+        let mut sampler = Sampler::new(target, opts)?;
+        sampler.tick(monotonic_us());
+        let stats = sampler.finish(monotonic_us());
+        if let Some(e) = stats.error {
+            return Err(ExternalError::Recording(e));
+        }
+        read_stacks(&scratch)
+    })();
+    let _ = std::fs::remove_file(&scratch);
+    let _ = std::fs::remove_file(crate::tach::journal::journal_path(&scratch));
+    result
+}
+
+fn read_stacks(path: &PathBuf) -> Result<Vec<ThreadStack>, ExternalError> {
+    use super::sampler::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
+    let file = TachFile::open(path)?;
+    let mut stacks = Vec::new();
+    file.for_each_sample(|s| {
+        let frames = s
+            .stack
+            .iter()
+            .filter_map(|&i| file.frames().get(i as usize))
+            .map(|f| StackFrame {
+                function: file.string(f.funcname).to_string(),
+                file: file.string(f.filename).to_string(),
+                line: (f.lineno >= 0).then_some(f.lineno),
+            })
+            .collect();
+        stacks.push(ThreadStack {
+            thread_id: s.thread_id,
+            interpreter_id: s.interpreter_id,
+            main_thread: s.status & MAIN_THREAD != 0,
+            has_gil: s.status & HAS_GIL != 0,
+            on_cpu: s.status & ON_CPU != 0,
+            gil_requested: s.status & GIL_REQUESTED != 0,
+            has_exception: s.status & HAS_EXCEPTION != 0,
+            frames,
+        });
+    })?;
+    // The main thread first, then by thread id, as a reader expects.
+    stacks.sort_by_key(|t| (!t.main_thread, t.interpreter_id, t.thread_id));
+    Ok(stacks)
+}
+
+/// `tach dump`'s text: per thread a header with its status, then its frames.
+pub fn render_dump(pid: i32, stacks: &[ThreadStack]) -> String {
+    let mut out = format!("Process {pid}: {} Python threads\n", stacks.len());
+    for t in stacks {
+        let mut flags = Vec::new();
+        if t.main_thread {
+            flags.push("main");
+        }
+        if t.has_gil {
+            flags.push("has GIL");
+        }
+        if t.gil_requested {
+            flags.push("waiting for GIL");
+        }
+        flags.push(if t.on_cpu { "on CPU" } else { "idle" });
+        if t.has_exception {
+            flags.push("exception");
+        }
+        out.push_str(&format!(
+            "\nThread {} ({})\n",
+            t.thread_id,
+            flags.join(", ")
+        ));
+        if t.interpreter_id != 0 {
+            out.push_str(&format!("  interpreter {}\n", t.interpreter_id));
+        }
+        for f in &t.frames {
+            match f.line {
+                Some(l) => out.push_str(&format!("    {} ({}:{l})\n", f.function, f.file)),
+                None => out.push_str(&format!("    {} ({})\n", f.function, f.file)),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_numbers_read_as_the_python_side_prints_them() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(2048), "2.0 KiB");
+        assert_eq!(size(5 << 20), "5.0 MiB");
+        let s = RecordStats {
+            path: "out.tach".into(),
+            samples: 12345,
+            duration_sec: 2.0,
+            sample_rate: 999.5,
+            sampler_cpu_sec: 0.1,
+            file_size: 4096,
+            ..RecordStats::default()
+        };
+        assert_eq!(
+            s.summary_line(),
+            "tach: 12,345 samples in 2.00 s (999.5 Hz achieved), 0 dropped (0.00% ticks \
+             with errors, 0.00% missed), sampler 5.0% of a CPU, 4.0 KiB written to out.tach"
+        );
+    }
+
+    #[test]
+    fn a_process_that_is_gone_is_not_alive() {
+        assert!(alive(std::process::id() as i32));
+        assert!(!alive(i32::MAX));
+    }
+}
