@@ -261,15 +261,18 @@ def run_tach(py, env, driver, seconds, rate, out, extra=()):
     return finish_tach(p.stderr, out)
 
 
-def finish_tach(stderr, out):
+def finish_tach(stderr, out, tach_bin=None):
     """The recorder's summary and error rate, and its recording's folded stacks."""
     summary = [ln for ln in stderr.splitlines() if ln.startswith("tach:")]
     m = re.search(r"\(([\d.]+)% ticks with errors", stderr)
     err = float(m.group(1)) if m else float("nan")
-    # The host's tach reads every version's files (this interpreter's tach package).
-    subprocess.run([sys.executable, "-c", "import sys; from tach._cli import main; "
-                    "sys.argv[0] = 'tach'; sys.exit(main())", "export", "--collapsed", "-o",
-                    out + ".collapsed", out + ".tach"], check=True, stdout=subprocess.DEVNULL)
+    # The host's tach reads every version's files: the binary when given, else this
+    # interpreter's tach package.
+    tach = [tach_bin] if tach_bin else [
+        sys.executable, "-c",
+        "import sys; from tach._cli import main; sys.argv[0] = 'tach'; sys.exit(main())"]
+    subprocess.run(tach + ["export", "--collapsed", "-o", out + ".collapsed", out + ".tach"],
+                   check=True, stdout=subprocess.DEVNULL)
     return parse_collapsed(out + ".collapsed"), err, summary
 
 
@@ -366,7 +369,7 @@ def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, e
         sys.exit(f"tach run failed ({proc.returncode}): {shlex.join(cmd)}\n{stderr}")
     if ref.returncode != 0 or not os.path.exists(ref_file):
         sys.exit(f"reference failed ({ref.returncode}): {shlex.join(ref_cmd)}\n{ref.stderr}")
-    ours, err, summary = finish_tach(stderr, out)
+    ours, err, summary = finish_tach(stderr, out, attach)
     return ours, err, summary, parse(ref_file)
 
 
@@ -423,6 +426,10 @@ def main():
     if args.tach_path:
         path.insert(0, os.path.abspath(args.tach_path))
     env["PYTHONPATH"] = os.pathsep.join(path + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if len(py) > 1:
+        # A wrapper (the chroot) may start the interpreter with a clean environment: the
+        # path goes on its command line.
+        py = py[:-1] + ["env", "PYTHONPATH=" + env["PYTHONPATH"], py[-1]]
     # Under the worktree: the chroot only sees /work.
     work_dir = args.keep or tempfile.mkdtemp(prefix="accuracy-", dir=ROOT)
     os.makedirs(work_dir, exist_ok=True)

@@ -1,7 +1,8 @@
 """Wall-time overhead of the tach recorder on a CPU-bound workload.
 
     python python/bench/overhead.py [--python PY] [--rates 100,1000,10000] [--repeat 5]
-                                    [--tools tach,pyspy,cpython] [--markdown]
+                                    [--tools tach,attach,pyspy,pyspy-nonblocking,cpython]
+                                    [--tach-bin PATH] [--markdown]
 
 Runs the workload without a profiler and under each tool at each rate, one run of each
 in turn per round, for `--repeat` rounds, and reports the median of the workload's own
@@ -16,8 +17,11 @@ its summary line) says what the recording costs whichever core it runs on.
 Tools:
 - tach: `PY -m tach run -q -r RATE -o FILE workload.py` (the installed extension; build
   it optimised first: `maturin develop --release`, or the figures are meaningless).
-- pyspy: `py-spy record -r RATE -f raw -o FILE -- PY workload.py` (`pip install py-spy`;
-  needs ptrace permission).
+- attach: the tach binary recording from outside, `TACH record -r RATE -o FILE -- PY
+  workload.py` (CPython 3.13+; `--tach-bin`, default target/release/tach: build it with
+  `cargo build --release --no-default-features --bin tach`, the recorder needs no SQL).
+- pyspy, pyspy-nonblocking: `py-spy record [--nonblocking] -r RATE -f raw -o FILE -- PY
+  workload.py` (`pip install py-spy`; needs ptrace permission).
 - cpython: CPython 3.15's own sampler, `python3.15 -m profiling.sampling run -r RATE
   --binary -o FILE workload.py`, compared against python3.15 without a profiler, in the
   chroot (scripts/cpython-chroot) unless this interpreter is 3.15.
@@ -107,9 +111,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=200, help="workload size (about 2-3 s)")
     ap.add_argument("--tools", default="tach,pyspy,cpython")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--tach-bin", default=os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        "target", "release", "tach"), help="the tach binary for --tools attach")
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     tools = args.tools.split(",")
+    if "attach" in tools and not os.path.exists(args.tach_bin):
+        sys.exit(f"no tach binary at {args.tach_bin}: cargo build --release "
+                 "--no-default-features --bin tach, or --tach-bin PATH")
 
     check = subprocess.run(
         [args.python, "-c", "import tach._native as n, sys; print(n.DEBUG_BUILD, sys.version.split()[0])"],
@@ -137,12 +147,22 @@ def main():
                 out = os.path.join(tmp, "t.tach")
                 host.append((f"tach {rate}", [args.python, "-m", "tach", "run", "-r", str(rate),
                                               "-o", out, script, n]))
-            if "pyspy" in tools:
-                pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(args.python), "py-spy")
+            if "attach" in tools:
+                # The tach binary recording from outside (3.13+ targets; blocking at up
+                # to 1 kHz, as in-process).
+                out = os.path.join(tmp, "a.tach")
+                host.append((f"tach attached {rate}", [args.tach_bin, "record", "-r", str(rate),
+                                                       "-o", out, "--", args.python, script, n]))
+            for variant in ("pyspy", "pyspy-nonblocking"):
+                if variant not in tools:
+                    continue
+                pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
                 if os.path.exists(pyspy):
                     out = os.path.join(tmp, "p.txt")
-                    host.append((f"py-spy {rate}", [pyspy, "record", "-r", str(rate), "-f", "raw", "-o", out,
-                                                   "--", args.python, script, n]))
+                    extra = ["--nonblocking"] if variant == "pyspy-nonblocking" else []
+                    name = "py-spy --nonblocking" if extra else "py-spy"
+                    host.append((f"{name} {rate}", [pyspy, "record", *extra, "-r", str(rate), "-f", "raw",
+                                                    "-o", out, "--", args.python, script, n]))
                 else:
                     print("py-spy not found: skipped", file=sys.stderr)
         rows = []

@@ -22,32 +22,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _format_size(n):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def summary_line(stats):
     """One line: samples, achieved rate, dropped samples, the sampler's CPU use, file
-    size, path."""
-    duration = stats["duration_sec"]
-    cpu = 100 * stats.get("sampler_cpu_sec", 0.0) / duration if duration > 0 else 0.0
-    return (
-        f"tach: {stats['samples']:,} samples in {duration:.2f} s "
-        f"({stats['sample_rate']:.1f} Hz achieved), "
-        f"{stats['dropped']:,} dropped ({stats['error_rate']:.2f}% ticks with errors, "
-        f"{stats['missed_samples']:.2f}% missed), "
-        f"sampler {cpu:.1f}% of a CPU, "
-        f"{_format_size(stats['file_size'])} written to {stats['path']}"
-    )
+    size, path (the line `tach record` prints, formatted by the native side)."""
+    return stats["summary"]
 
 
 # Blocking by default at 1 kHz and below: each pause costs the program the tick's reads
-# (about 20 us), 2% at 1 kHz and 30% at 10 kHz (docs/recorder.md, "Overhead").
-BLOCKING_MIN_INTERVAL_US = 1000
+# (about 20 us), 2% at 1 kHz and 30% at 10 kHz (docs/recorder.md, "Overhead"). The
+# threshold is the native side's, shared with `tach record`.
+BLOCKING_MIN_INTERVAL_US = _native.BLOCKING_MIN_INTERVAL_US
 
 
 def start(

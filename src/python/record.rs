@@ -134,6 +134,8 @@ fn start(
 fn stats_dict<'py>(py: Python<'py>, s: &RecordStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("path", s.path.to_string_lossy().into_owned())?;
+    // The line `tach record` prints, written once (record::external).
+    d.set_item("summary", s.summary_line())?;
     d.set_item("paused_ticks", s.paused_ticks)?;
     d.set_item("pause_timeouts", s.pause_timeouts)?;
     d.set_item("samples", s.samples)?;
@@ -272,6 +274,11 @@ fn load(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Blocking by default at and below 1 kHz: one threshold for every front end.
+    m.add(
+        "BLOCKING_MIN_INTERVAL_US",
+        crate::record::cli::BLOCKING_MIN_INTERVAL_US,
+    )?;
     // Overhead figures only mean something for an optimised build.
     m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(load, m)?)?;

@@ -2,8 +2,7 @@
 //!
 //! - `/proc/PID/maps` lists the files the process mapped. The one exporting `_PyRuntime`
 //!   (`libpython3.X.so`, or the executable of a statically linked interpreter) is read
-//!   through `/proc/PID/root`, so a process in a container or chroot is found by its
-//!   own paths.
+//!   by its path, or through `/proc/PID/root` for a process in a container.
 //! - Its dynamic symbols give `_PyRuntime`, `Py_Version` and the type objects the sampler
 //!   validates with, relocated by where the file is mapped.
 //! - 3.13 and later: the layout is the target's own `_Py_DebugOffsets`
@@ -71,12 +70,14 @@ impl AttachError {
 #[derive(Debug, Clone, PartialEq)]
 struct MappedFile {
     path: String,
+    /// Start and end of the mapping at file offset 0.
     lowest: u64,
+    end: u64,
 }
 
 /// The files of `/proc/PID/maps` that are mapped from their first page, by path.
 fn mapped_files(maps: &str) -> Vec<MappedFile> {
-    let mut by_path: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut by_path: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for line in maps.lines() {
         // start-end perms offset dev inode path
         let mut fields = line.splitn(6, ' ');
@@ -94,21 +95,25 @@ fn mapped_files(maps: &str) -> Vec<MappedFile> {
         if !path.starts_with('/') || u64::from_str_radix(offset, 16) != Ok(0) {
             continue;
         }
-        let Some(start) = range
-            .split('-')
-            .next()
-            .and_then(|s| u64::from_str_radix(s, 16).ok())
-        else {
+        let Some((start, end)) = range.split_once('-').and_then(|(a, b)| {
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        }) else {
             continue;
         };
-        let lowest = by_path.entry(path).or_insert(start);
-        *lowest = (*lowest).min(start);
+        let lowest = by_path.entry(path).or_insert((start, end));
+        if start < lowest.0 {
+            *lowest = (start, end);
+        }
     }
     by_path
         .into_iter()
-        .map(|(path, lowest)| MappedFile {
+        .map(|(path, (lowest, end))| MappedFile {
             path: path.to_string(),
             lowest,
+            end,
         })
         .collect()
 }
@@ -158,6 +163,41 @@ fn read_error(pid: i32, what: &str, e: ReadError) -> AttachError {
     }
 }
 
+/// Opens a file the process mapped. Its path in `/proc/PID/maps` is written from our
+/// root where the file is visible from it (a chroot shows as the full path), and from
+/// the process's mount namespace otherwise (a container): both are tried, then the
+/// mapping itself (`map_files`, which needs CAP_SYS_ADMIN). `None`: not an ELF file, or
+/// removed since it was mapped.
+fn open_mapped(pid: i32, file: &MappedFile) -> Result<Option<ElfFile>, AttachError> {
+    let candidates = [
+        PathBuf::from(&file.path),
+        PathBuf::from(format!("/proc/{pid}/root{}", file.path)),
+        PathBuf::from(format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            file.lowest, file.end
+        )),
+    ];
+    let mut refused = None;
+    for path in candidates {
+        match ElfFile::open(&path) {
+            Ok(elf) => return Ok(Some(elf)),
+            Err(ElfError::Open { source, .. })
+                if matches!(
+                    source.raw_os_error(),
+                    Some(libc::EACCES) | Some(libc::EPERM)
+                ) =>
+            {
+                refused = Some(source)
+            }
+            Err(_) => {}
+        }
+    }
+    match refused {
+        Some(e) => Err(os_error(pid, e)),
+        None => Ok(None),
+    }
+}
+
 /// The interpreter found in a process: where its runtime is, and its version.
 #[derive(Debug, Clone)]
 pub struct Found {
@@ -184,20 +224,8 @@ pub fn find(pid: i32) -> Result<Found, AttachError> {
         if !may_hold_python(&file.path) && file.path != exe {
             continue;
         }
-        // The process's own view of its files (containers, chroots).
-        let path = PathBuf::from(format!("/proc/{pid}/root{}", file.path));
-        let elf = match ElfFile::open(&path) {
-            Ok(elf) => elf,
-            Err(ElfError::Open { source, .. })
-                if matches!(
-                    source.raw_os_error(),
-                    Some(libc::EACCES) | Some(libc::EPERM)
-                ) =>
-            {
-                return Err(os_error(pid, source))
-            }
-            // A file removed since it was mapped, or not ELF: not the interpreter.
-            Err(_) => continue,
+        let Some(elf) = open_mapped(pid, &file)? else {
+            continue;
         };
         let at = |name: &str| elf.runtime_address(name, file.lowest);
         let Some(runtime) = at("_PyRuntime") else {
@@ -322,11 +350,13 @@ mod tests {
             vec![
                 MappedFile {
                     path: "/lib/with space/libpython3.12.so.1.0".into(),
-                    lowest: 0x7f00_0000_0000
+                    lowest: 0x7f00_0000_0000,
+                    end: 0x7f00_0000_1000,
                 },
                 MappedFile {
                     path: "/usr/bin/python3.15".into(),
-                    lowest: 0x40_0000
+                    lowest: 0x40_0000,
+                    end: 0x42_0000,
                 },
             ]
         );

@@ -193,7 +193,17 @@ impl RecordCommand {
                 return Err(RecordCommandError::PidAndCommand);
             }
             let opts = self.record_options(pid)?;
-            let stats = external::record(Recorded::Pid(pid), opts, Duration::ZERO)?;
+            let (path, interval, mode) = (opts.path.clone(), opts.interval_us, opts.mode);
+            let stats = match external::record(Recorded::Pid(pid), opts, Duration::ZERO) {
+                Ok(stats) => stats,
+                Err(e) => {
+                    // Whoever waits for the file finds one, empty, beside the error.
+                    if matches!(e, ExternalError::Attach(_)) {
+                        let _ = external::write_empty(&path, interval, mode);
+                    }
+                    return Err(e.into());
+                }
+            };
             eprintln!("{}", stats.summary_line());
             return Ok(match stats.error {
                 Some(e) => {
@@ -246,6 +256,9 @@ impl RecordCommand {
             }
             Err(e) => {
                 eprintln!("tach: cannot record {pid}: {e}\ntach: the program runs on unrecorded");
+                if let Err(e) = external::write_empty(&path, interval, mode) {
+                    eprintln!("tach: error: {e}");
+                }
             }
         }
         let status = child.wait().map_err(|source| RecordCommandError::Spawn {

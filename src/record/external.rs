@@ -62,6 +62,22 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// Has our child `pid` exited? Its exit is only looked at, not collected.
+fn child_exited(pid: i32) -> bool {
+    // SAFETY: waitid writes a siginfo_t into a zeroed one we own.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is set by waitid for a reported child (0 when none is).
+    r != 0 || unsafe { info.si_pid() } != 0
+}
+
 /// `1234567` as `1,234,567`.
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -133,9 +149,10 @@ impl Recorded<'_> {
     fn running(&mut self) -> bool {
         match self {
             Recorded::Pid(p) => alive(*p),
-            // try_wait reaps the child once it has exited; the caller's wait() then
-            // returns the saved status.
-            Recorded::Child(c) => matches!(c.try_wait(), Ok(None)),
+            // Not try_wait: waitpid reports a traced child's ptrace stops as well, and
+            // would take the sampler's pause for an exit. WNOWAIT leaves the exit status
+            // for the caller's wait().
+            Recorded::Child(c) => !child_exited(c.id() as i32),
         }
     }
 }
@@ -168,6 +185,20 @@ pub fn record(
             Err(e) => return Err(e.into()),
         }
     };
+    if opts.mode == ProfilingMode::Exception
+        && attached.layout.offsets().tstate_current_exception.is_none()
+    {
+        let (a, b, _) = attached.layout.version();
+        return Err(AttachError::Layout {
+            pid,
+            what: format!(
+                "--mode exception cannot be recorded from outside on CPython {a}.{b}: its \
+                 _Py_DebugOffsets lack the exception state (record in-process, python -m \
+                 tach run --mode exception, or on 3.15)"
+            ),
+        }
+        .into());
+    }
     let session = Session::start(attached, opts)?;
     loop {
         std::thread::sleep(Duration::from_millis(10));
@@ -187,8 +218,9 @@ pub fn record(
     Ok(session.stop())
 }
 
-/// A file that says a recording found nothing: for a target that exited before its
-/// interpreter could be attached to, so that whoever waits for the file finds one.
+/// A file that says a recording found nothing: for a target that could not be attached
+/// to (gone before its interpreter loaded, not Python, an unsupported version), so that
+/// whoever waits for the file finds a valid one beside the error.
 pub fn write_empty(path: &Path, interval_us: u64, mode: ProfilingMode) -> Result<(), TachError> {
     let writer = Writer::builder(interval_us)
         .start_time_us(monotonic_us())

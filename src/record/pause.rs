@@ -154,6 +154,11 @@ pub trait ThreadPause: Send + std::fmt::Debug {
     fn pause(&mut self, tid: u64) -> bool;
     /// Releases the paused thread, if any.
     fn resume(&mut self);
+    /// Ends a tick, whatever path it took: releases the paused thread and anything a
+    /// pause left behind. Nothing of the target stays stopped between ticks.
+    fn settle(&mut self) {
+        self.resume();
+    }
     /// Pauses that took effect.
     fn paused(&self) -> u64;
     /// Requests the thread did not honour in time.

@@ -140,6 +140,11 @@ impl ThreadPause for PtracePauser {
         }
     }
 
+    fn settle(&mut self) {
+        self.resume();
+        self.reap_late();
+    }
+
     fn paused(&self) -> u64 {
         self.paused
     }

@@ -298,6 +298,11 @@ impl Sampler {
     pub fn tick(&mut self, now_us: u64) -> bool {
         self.stats.ticks += 1;
         let ok = self.sample_all(now_us).unwrap_or(false);
+        // A tick that ended early (a read error) must not leave a thread paused.
+        if let Some(p) = &mut self.pauser {
+            p.settle();
+        }
+        self.paused_on_cpu = None;
         if !ok {
             self.stats.error_ticks += 1;
         }

@@ -1,0 +1,469 @@
+"""The `tach` binary recording Python processes from outside: `tach record --pid`,
+`tach record -- python app.py`, `tach dump`.
+
+Targets run on every interpreter here that tach attaches to: the host's pyenv CPython
+3.13 and the chroot's Debian CPython 3.13, 3.14 and 3.15 (the host's tach reads a
+process in the chroot through /proc/PID/root). None of them has the tach package: the
+recording needs none. Older pyenv interpreters (3.9-3.12) check the error that names
+their version. Each file is read back with ``tach._native.load`` (the Rust reader's
+full verification) and, where the chroot is available, replayed by CPython 3.15.
+
+Accuracy on real programs against py-spy is python/bench/accuracy.py with ``--attach``
+(test_attach_accuracy_against_pyspy below).
+
+Run by python/tests/run_all.sh with the host's .venv (which has the tach package, for
+``_native.load``), and TACH_BIN naming the tach binary (default target/debug/tach).
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from tach import _native
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TACH = os.environ.get("TACH_BIN") or os.path.join(REPO, "target", "debug", "tach")
+CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
+HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
+TIMEOUT = 120
+
+HAS_GIL, ON_CPU, UNKNOWN, GIL_REQUESTED, HAS_EXCEPTION, MAIN_THREAD = 1, 2, 4, 8, 16, 32
+
+TARGET = """\
+import sys, threading, time
+
+def leaf(n):
+    s = 0
+    for i in range(n):
+        s += i * i  # LEAF
+    return s
+
+def middle():
+    return leaf(20000)  # MIDDLE
+
+def sleeper(stop):
+    while not stop.is_set():
+        time.sleep(0.005)  # SLEEP
+
+stop = threading.Event()
+threading.Thread(target=sleeper, args=(stop,), name="sleeper").start()
+print("ready", flush=True)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    middle()  # LOOP
+stop.set()
+sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+"""
+
+
+def line_of(marker):
+    for i, line in enumerate(TARGET.splitlines(), 1):
+        if marker in line:
+            return i
+    raise AssertionError(marker)
+
+
+def chroot_ok():
+    if not os.path.exists(CHROOT):
+        return False
+    return subprocess.run([CHROOT, "run", "--", "true"], cwd=REPO, capture_output=True).returncode == 0
+
+
+def pyenv(minor):
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
+    return found[-1] if found else None
+
+
+def interpreters():
+    """(id, command prefix, in the chroot) for every interpreter tach attaches to."""
+    out = []
+    host = pyenv(13)
+    out.append(("host-3.13", [host] if host else None, False))
+    have_chroot = chroot_ok()
+    for v in ("3.13", "3.14", "3.15"):
+        out.append((f"chroot-{v}", [CHROOT, "run", "--", f"python{v}"] if have_chroot else None, True))
+    return out
+
+
+INTERPRETERS = interpreters()
+
+
+@pytest.fixture
+def work():
+    """A directory under the checkout (the chroot sees only the checkout)."""
+    os.makedirs(os.path.join(REPO, "target"), exist_ok=True)
+    d = tempfile.mkdtemp(prefix="attach-", dir=os.path.join(REPO, "target"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def need(interp):
+    name, cmd, _ = interp
+    if cmd is None:
+        pytest.skip(f"SKIPPED: attach on {name}: that interpreter is not available here")
+    if not os.path.exists(TACH):
+        pytest.fail(f"no tach binary at {TACH} (cargo build, or set TACH_BIN)")
+    return cmd
+
+
+def find_python(script, timeout=30):
+    """The pid of the interpreter running `script` (the chroot's wrapper may fork it)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if script.encode() in argv and os.path.basename(argv[0].decode()).startswith("python"):
+                return int(d)
+        time.sleep(0.005)
+    raise AssertionError(f"no interpreter runs {script}")
+
+
+class Target:
+    """The target script running under `cmd` for `seconds`, its pid once it is ready."""
+
+    def __init__(self, cmd, work, seconds, text=TARGET, name="target.py"):
+        self.script = os.path.join(work, name)
+        with open(self.script, "w") as f:
+            f.write(text)
+        self.proc = subprocess.Popen(cmd + [self.script, str(seconds)], cwd=REPO,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+        self.pid = find_python(self.script)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=TIMEOUT)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def tach(*args, timeout=TIMEOUT, cwd=REPO):
+    return subprocess.run([TACH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def stacks(data):
+    """[(thread_id, status, [(funcname, lineno), ...innermost first])]."""
+    frames = [(f[1], f[2]) for f in data["frames"]]
+    return [(tid, status, [frames[i] for i in stack]) for tid, _, _, status, stack in data["samples"]]
+
+
+def version_of(interp):
+    return tuple(int(x) for x in interp[0].split("-")[1].split("."))
+
+
+def replay_count(path):
+    """Samples CPython 3.15's own reader finds in `path` (None without the chroot)."""
+    if not chroot_ok():
+        return None
+    out = path + ".collapsed"
+    p = subprocess.run([CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "replay",
+                        "--collapsed", "-o", out, path], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    total = 0
+    with open(out) as f:
+        for line in f:
+            total += int(line.rsplit(" ", 1)[1])
+    return total
+
+
+WELL_FORMED = None
+
+
+def well_formed(stack):
+    """leaf (at its loop or its body) <- middle <- <module>, at the marked lines."""
+    names = [f[0] for f in stack]
+    return (
+        names == ["leaf", "middle", "<module>"]
+        and stack[0][1] in (line_of("# LEAF"), line_of("# LEAF") - 1)
+        and stack[1][1] == line_of("# MIDDLE")
+        and stack[2][1] == line_of("# LOOP")
+    )
+
+
+# ------------------------------------------------------------------ tach dump
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
+def test_dump_shows_every_threads_stack_and_status(interp, work):
+    cmd = need(interp)
+    with Target(cmd, work, 30) as t:
+        dumps = []
+        for _ in range(10):
+            p = tach("dump", "--json", str(t.pid))
+            assert p.returncode == 0, p.stderr
+            dumps.append(json.loads(p.stdout))
+        text = tach("dump", str(t.pid))
+        assert text.returncode == 0, text.stderr
+    assert f"Thread {t.pid} (main" in text.stdout
+    mains = [next(th for th in d if th["main_thread"]) for d in dumps]
+    assert all(m["thread_id"] == t.pid for m in mains)
+    # The main thread runs leaf under middle: most dumps catch it there, at the lines.
+    shaped = [m for m in mains if well_formed([(f["function"], f["line"]) for f in m["frames"]])]
+    assert len(shaped) >= 7, [m["frames"] for m in mains]
+    assert all(m["frames"][0]["file"] == t.script for m in shaped)
+    # Busy: it holds the GIL and is on a CPU in most dumps.
+    assert sum(m["has_gil"] for m in mains) >= 7, mains
+    assert sum(m["on_cpu"] for m in mains) >= 5, mains
+    sleepers = [th for d in dumps for th in d if not th["main_thread"]]
+    assert len(sleepers) == 10
+    for s in sleepers:
+        assert s["frames"][0]["function"] == "sleeper"
+        assert s["frames"][0]["line"] == line_of("# SLEEP")
+        assert s["frames"][-1]["function"] == "Thread._bootstrap"
+    # Asleep in time.sleep: without the GIL and off CPU nearly always.
+    assert sum(not s["has_gil"] for s in sleepers) >= 8
+    assert sum(not s["on_cpu"] for s in sleepers) >= 8
+
+
+# ------------------------------------------------------------ tach record --pid
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
+def test_record_pid_stacks_status_and_replay(interp, work):
+    cmd = need(interp)
+    out = os.path.join(work, "out.tach")
+    with Target(cmd, work, 30) as t:
+        p = tach("record", "--pid", str(t.pid), "-a", "--mode", "cpu", "-d", "2", "-o", out)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"tach: [\d,]+ samples in 2\.\d\d s", p.stderr), p.stderr
+    data = _native.load(out)
+    assert data["python_version"][:2] == version_of(interp)
+    assert data["mode"] == "cpu"
+    st = stacks(data)
+    main = [s for s in st if s[0] == t.pid]
+    # cpu mode keeps on-CPU samples: the busy main thread's, hardly the sleeper's.
+    assert len(main) > 1000, (len(main), p.stderr)
+    assert len(main) > 10 * (len(st) - len(main))
+    assert all(status & MAIN_THREAD and status & ON_CPU for _, status, _ in main)
+    assert sum(bool(status & HAS_GIL) for _, status, _ in main) > 0.9 * len(main)
+    # Blocking (the default at 1 kHz): every stack is one moment's, at the right lines.
+    torn = [s for _, _, s in main if not well_formed(s)]
+    assert len(torn) < 0.01 * len(main), torn[:5]
+    assert data["stats"]["error_rate"] < 1.0, data["stats"]
+    replayed = replay_count(out)
+    if replayed is not None:
+        assert replayed == len(st)
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
+def test_record_starts_the_program_and_returns_its_status(interp, work):
+    """`tach record -- python app.py`: no tach package in the target, its exit status is
+    tach's. In the chroot, tach runs there too (the program is its child)."""
+    cmd = need(interp)
+    script = os.path.join(work, "target.py")
+    with open(script, "w") as f:
+        f.write(TARGET)
+    out = os.path.join(work, "out.tach")
+    python = cmd[-1]
+    record = [TACH, "record", "-o", out, "--", python, script, "1.5", "7"]
+    if interp[2]:
+        record = [CHROOT, "run", "--"] + record
+    p = subprocess.run(record, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+    assert p.returncode == 7, p.stderr
+    assert "samples in" in p.stderr and "written to" in p.stderr, p.stderr
+    data = _native.load(out)
+    assert data["python_version"][:2] == version_of(interp)
+    st = stacks(data)
+    shaped = [s for _, _, s in st if well_formed(s)]
+    assert len(shaped) > 1000, (len(shaped), len(st), p.stderr)
+
+
+EXCEPTIONS = """\
+import sys, time
+
+def handler():
+    try:
+        raise ValueError("x")
+    except ValueError:
+        end = time.monotonic() + 0.002
+        while time.monotonic() < end:  # HANDLING
+            pass
+
+def plain():
+    end = time.monotonic() + 0.002
+    while time.monotonic() < end:  # PLAIN
+        pass
+
+print("ready", flush=True)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    handler()
+    plain()
+"""
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
+def test_exception_mode_from_outside(interp, work):
+    """3.15's debug offsets hold the exception state: exception mode keeps the samples
+    taken while an exception is handled. 3.13's and 3.14's lack it: refused, by name."""
+    cmd = need(interp)
+    out = os.path.join(work, "out.tach")
+    with Target(cmd, work, 30, text=EXCEPTIONS, name="exceptions.py") as t:
+        p = tach("record", "--pid", str(t.pid), "--mode", "exception", "-d", "2", "-o", out)
+    if version_of(interp) < (3, 15):
+        assert p.returncode == 1, p.stderr
+        assert "--mode exception cannot be recorded from outside on CPython 3.1" in p.stderr, p.stderr
+        return
+    assert p.returncode == 0, p.stderr
+    st = stacks(_native.load(out))
+    assert len(st) > 300, p.stderr
+    assert all(status & HAS_EXCEPTION for _, status, _ in st)
+    inner = [s[0][0] for _, _, s in st]
+    assert inner.count("handler") > 0.95 * len(inner), inner[:20]
+    assert "plain" not in inner
+
+
+# ------------------------------------------------------------ errors and targets
+
+
+def test_a_pid_that_is_not_python_or_gone_gets_a_clear_error(work):
+    out = os.path.join(work, "out.tach")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        p = tach("record", "--pid", str(sleeper.pid), "-o", out)
+        assert p.returncode == 1
+        assert f"process {sleeper.pid}" in p.stderr and "is not a Python process" in p.stderr, p.stderr
+        assert "panicked" not in p.stderr
+        # A valid, empty file beside the error.
+        assert _native.load(out)["samples"] == []
+        d = tach("dump", str(sleeper.pid))
+        assert d.returncode == 1 and "is not a Python process" in d.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    p = tach("record", "--pid", str(sleeper.pid), "-o", out)
+    assert p.returncode == 1 and f"no process {sleeper.pid}" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("minor", [9, 10, 11, 12])
+def test_unsupported_versions_are_named(minor, work):
+    python = pyenv(minor)
+    if python is None:
+        pytest.skip(f"SKIPPED: attach error on 3.{minor}: no pyenv CPython 3.{minor} here")
+    target = subprocess.Popen([python, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        out = os.path.join(work, "out.tach")
+        p = tach("record", "--pid", str(target.pid), "-o", out)
+        assert p.returncode == 1, p.stderr
+        assert re.search(rf"runs CPython 3\.{minor}\.\d+, which tach cannot record from outside", p.stderr), p.stderr
+        if minor == 11:
+            assert "python -m tach run" in p.stderr
+        assert _native.load(out)["samples"] == []
+        d = tach("dump", str(target.pid))
+        assert d.returncode == 1 and f"CPython 3.{minor}" in d.stderr
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_a_target_killed_mid_recording_leaves_a_valid_file(work):
+    interp = next((i for i in INTERPRETERS if i[1] is not None), None)
+    if interp is None:
+        pytest.skip("SKIPPED: attach: no interpreter tach attaches to is available here")
+    out = os.path.join(work, "out.tach")
+    with Target(interp[1], work, 60) as t:
+        rec = subprocess.Popen([TACH, "record", "--pid", str(t.pid), "-a", "-o", out],
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        os.kill(t.pid, signal.SIGKILL)
+        _, err = rec.communicate(timeout=30)
+    assert rec.returncode == 0, err
+    data = _native.load(out)
+    assert len(data["samples"]) > 500, err
+
+
+FORKS_AND_THREADS = """\
+import os, sys, threading, time
+
+def short():
+    sum(range(1000))
+
+def busy(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(range(1000))
+
+print("ready", flush=True)
+for round in range(4):
+    for _ in range(250):
+        t = threading.Thread(target=short)
+        t.start()
+        t.join()
+    pid = os.fork()
+    if pid == 0:
+        busy(0.2)
+        os._exit(0)
+    busy(0.2)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_forks_and_a_thousand_short_threads(work):
+    interp = next((i for i in INTERPRETERS if i[1] is not None), None)
+    if interp is None:
+        pytest.skip("SKIPPED: attach: no interpreter tach attaches to is available here")
+    out = os.path.join(work, "out.tach")
+    with Target(interp[1], work, 0, text=FORKS_AND_THREADS, name="forks.py") as t:
+        p = tach("record", "--pid", str(t.pid), "-a", "-o", out, timeout=60)
+        assert t.proc.wait(timeout=60) == 0
+    assert p.returncode == 0, p.stderr
+    data = _native.load(out)
+    threads = {tid for tid, *_ in data["samples"]}
+    # Sampled are the main thread and some of the short ones; the forked children are
+    # other processes and are not followed.
+    assert t.pid in threads
+    assert len(data["samples"]) > 200, p.stderr
+
+
+# ------------------------------------------------------------------ accuracy
+
+
+def test_attach_accuracy_against_pyspy(tmp_path):
+    """tach attached from outside and py-spy attached to the same execution agree on
+    real programs (networkx, pygments) within 2 points per function."""
+    python = pyenv(13)
+    if python is None:
+        pytest.skip("SKIPPED: attach accuracy: no pyenv CPython 3.13 here")
+    pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if not os.path.exists(pyspy):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=False)
+    if not os.path.exists(pyspy):
+        pytest.skip("SKIPPED: attach accuracy: py-spy could not be installed from PyPI")
+    out = tmp_path / "accuracy.json"
+    run = subprocess.run(
+        [sys.executable, HARNESS, "--programs", "networkx,pygments", "--seconds", "10",
+         "--reference-rate", "200", "--same-process", "--attach", TACH, "--python", python,
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )
+    print(run.stdout, file=sys.stderr)
+    assert run.returncode == 0, run.stdout + run.stderr
+    results = json.loads(out.read_text())["results"]
+    for name in ("networkx", "pygments"):
+        r = results[name]
+        assert r["samples"] > 5000 and r["reference_samples"] > 1000, (name, r)
+        assert r["error_rate"] <= 1.0, (name, r["error_rate"])
+        assert r["largest_gap"] <= 2.0, (name, r["largest_gap"], r["where"])
