@@ -1,7 +1,8 @@
 """Wall-time overhead of the tach recorder on a CPU-bound workload.
 
     python python/bench/overhead.py [--python PY] [--rates 100,1000,10000] [--repeat 5]
-                                    [--tools tach,attach,pyspy,pyspy-nonblocking,cpython]
+                                    [--tools tach,attach,attach-nonblocking,pyspy,
+                                             pyspy-nonblocking,cpython]
                                     [--tach-bin PATH] [--markdown]
 
 Runs the workload without a profiler and under each tool at each rate, one run of each
@@ -17,7 +18,7 @@ its summary line) says what the recording costs whichever core it runs on.
 Tools:
 - tach: `PY -m tach run -q -r RATE -o FILE workload.py` (the installed extension; build
   it optimised first: `maturin develop --release`, or the figures are meaningless).
-- attach: the tach binary recording from outside, `TACH record -r RATE -o FILE -- PY
+- attach, attach-nonblocking: the tach binary recording from outside (`--no-blocking`), `TACH record -r RATE -o FILE -- PY
   workload.py` (CPython 3.13+; `--tach-bin`, default target/release/tach: build it with
   `cargo build --release --no-default-features --bin tach`, the recorder needs no SQL).
 - pyspy, pyspy-nonblocking: `py-spy record [--nonblocking] -r RATE -f raw -o FILE -- PY
@@ -117,7 +118,7 @@ def main():
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     tools = args.tools.split(",")
-    if "attach" in tools and not os.path.exists(args.tach_bin):
+    if any(t.startswith("attach") for t in tools) and not os.path.exists(args.tach_bin):
         sys.exit(f"no tach binary at {args.tach_bin}: cargo build --release "
                  "--no-default-features --bin tach, or --tach-bin PATH")
 
@@ -131,7 +132,10 @@ def main():
             print("warning: the tach extension is a debug build; build it with "
                   "`maturin develop --release` for meaningful figures", file=sys.stderr)
     else:
-        version = "?"
+        # No tach package in that interpreter (the attach tools need none).
+        v = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
+                           capture_output=True, text=True)
+        version = v.stdout.strip() or "?"
 
     # Under /work so that the chroot sees it.
     base = "/work" if os.path.isdir("/work") and os.access("/work", os.W_OK) else None
@@ -147,12 +151,16 @@ def main():
                 out = os.path.join(tmp, "t.tach")
                 host.append((f"tach {rate}", [args.python, "-m", "tach", "run", "-r", str(rate),
                                               "-o", out, script, n]))
-            if "attach" in tools:
+            for variant in ("attach", "attach-nonblocking"):
+                if variant not in tools:
+                    continue
                 # The tach binary recording from outside (3.13+ targets; blocking at up
-                # to 1 kHz, as in-process).
+                # to 1 kHz by default, as in-process).
                 out = os.path.join(tmp, "a.tach")
-                host.append((f"tach attached {rate}", [args.tach_bin, "record", "-r", str(rate),
-                                                       "-o", out, "--", args.python, script, n]))
+                extra = ["--no-blocking"] if variant == "attach-nonblocking" else []
+                name = "tach attached --no-blocking" if extra else "tach attached"
+                host.append((f"{name} {rate}", [args.tach_bin, "record", *extra, "-r", str(rate),
+                                                "-o", out, "--", args.python, script, n]))
             for variant in ("pyspy", "pyspy-nonblocking"):
                 if variant not in tools:
                     continue

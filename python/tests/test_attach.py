@@ -443,7 +443,9 @@ def test_forks_and_a_thousand_short_threads(work):
 
 def test_attach_accuracy_against_pyspy(tmp_path):
     """tach attached from outside and py-spy attached to the same execution agree on
-    real programs (networkx, pygments) within 2 points per function."""
+    real programs (networkx, pygments) within 2 points per function. Both at 1 kHz: tach
+    is outside, so py-spy's stops do not hold its sampler, and at 200 Hz py-spy's own
+    sampling noise (about 1 point on a share near 50%) was most of the gap."""
     python = pyenv(13)
     if python is None:
         pytest.skip("SKIPPED: attach accuracy: no pyenv CPython 3.13 here")
@@ -455,7 +457,7 @@ def test_attach_accuracy_against_pyspy(tmp_path):
     out = tmp_path / "accuracy.json"
     run = subprocess.run(
         [sys.executable, HARNESS, "--programs", "networkx,pygments", "--seconds", "10",
-         "--reference-rate", "200", "--same-process", "--attach", TACH, "--python", python,
+         "--reference-rate", "1000", "--same-process", "--attach", TACH, "--python", python,
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )
@@ -464,6 +466,6 @@ def test_attach_accuracy_against_pyspy(tmp_path):
     results = json.loads(out.read_text())["results"]
     for name in ("networkx", "pygments"):
         r = results[name]
-        assert r["samples"] > 5000 and r["reference_samples"] > 1000, (name, r)
+        assert r["samples"] > 5000 and r["reference_samples"] > 5000, (name, r)
         assert r["error_rate"] <= 1.0, (name, r["error_rate"])
         assert r["largest_gap"] <= 2.0, (name, r["largest_gap"], r["where"])
