@@ -31,6 +31,9 @@ import pytest
 
 from tach import _native
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+import accuracy  # noqa: E402  (python/bench/accuracy.py)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TACH = os.environ.get("TACH_BIN") or os.path.join(REPO, "target", "debug", "tach")
 CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
@@ -53,7 +56,7 @@ def middle():
 
 def sleeper(stop):
     while not stop.is_set():
-        time.sleep(0.005)  # SLEEP
+        time.sleep(0.02)  # SLEEP
 
 stop = threading.Event()
 threading.Thread(target=sleeper, args=(stop,), name="sleeper").start()
@@ -116,22 +119,10 @@ def need(interp):
     return cmd
 
 
-def find_python(script, timeout=30):
-    """The pid of the interpreter running `script` (the chroot's wrapper may fork it)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if script.encode() in argv and os.path.basename(argv[0].decode()).startswith("python"):
-                return int(d)
-        time.sleep(0.005)
-    raise AssertionError(f"no interpreter runs {script}")
+def find_python(script):
+    """The pid of the interpreter running `script` (the chroot's wrapper may fork it):
+    the accuracy harness's search."""
+    return accuracy.wait_for_child_python(None, script)
 
 
 class Target:
@@ -231,9 +222,10 @@ def test_dump_shows_every_threads_stack_and_status(interp, work):
         assert s["frames"][0]["function"] == "sleeper"
         assert s["frames"][0]["line"] == line_of("# SLEEP")
         assert s["frames"][-1]["function"] == "Thread._bootstrap"
-    # Asleep in time.sleep: without the GIL and off CPU nearly always.
-    assert sum(not s["has_gil"] for s in sleepers) >= 8
-    assert sum(not s["on_cpu"] for s in sleepers) >= 8
+    # Asleep in time.sleep most of the time: without the GIL and off CPU. It wakes every
+    # 20 ms and may then wait up to the 5 ms switch interval for the GIL, so not always.
+    assert sum(not s["has_gil"] for s in sleepers) >= 6
+    assert sum(not s["on_cpu"] for s in sleepers) >= 6
 
 
 # ------------------------------------------------------------ tach record --pid

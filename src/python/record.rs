@@ -39,25 +39,19 @@ fn version(py: Python<'_>) -> (u8, u8, u8) {
 }
 
 fn parse_mode(mode: &str) -> PyResult<ProfilingMode> {
-    match mode {
-        "wall" => Ok(ProfilingMode::Wall),
-        "cpu" => Ok(ProfilingMode::Cpu),
-        "gil" => Ok(ProfilingMode::Gil),
-        "exception" => Ok(ProfilingMode::Exception),
-        other => Err(PyValueError::new_err(format!(
-            "unknown mode {other:?} (expected wall, cpu, gil or exception)"
-        ))),
-    }
+    crate::record::cli::recording_mode(mode).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown mode {mode:?} (expected wall, cpu, gil or exception)"
+        ))
+    })
 }
 
 fn parse_compression(c: &str) -> PyResult<Compression> {
-    match c {
-        "auto" | "zstd" => Ok(Compression::Zstd),
-        "none" => Ok(Compression::None),
-        other => Err(PyValueError::new_err(format!(
-            "unknown compression {other:?} (expected auto, zstd or none)"
-        ))),
-    }
+    crate::record::cli::recording_compression(c).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown compression {c:?} (expected auto, zstd or none)"
+        ))
+    })
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {

@@ -102,14 +102,11 @@ fn parse_compression(c: &Bound<'_, PyAny>) -> PyResult<Compression> {
         };
     }
     let name: String = c.extract()?;
-    match name.to_lowercase().as_str() {
-        // zstd is always built in, so "auto" is zstd, as in CPython with zstd available.
-        "auto" | "zstd" => Ok(Compression::Zstd),
-        "none" => Ok(Compression::None),
-        _ => Err(PyValueError::new_err(format!(
+    crate::record::cli::recording_compression(&name.to_lowercase()).ok_or_else(|| {
+        PyValueError::new_err(format!(
             "unknown compression {name:?} (expected auto, zstd or none)"
-        ))),
-    }
+        ))
+    })
 }
 
 /// CPython's capture_config mapping ({"all_threads": bool, ...}) or None.

@@ -19,6 +19,28 @@ use crate::tach::{Compression, ProfilingMode};
 use super::external::{self, ExternalError, Recorded};
 use super::sampler::RecordOptions;
 
+/// A mode a recording can be made in, by its name: wall, cpu, gil or exception (every
+/// front end's names: `tach record`, `python -m tach run`, `tach.start`).
+pub fn recording_mode(name: &str) -> Option<ProfilingMode> {
+    match name {
+        "wall" => Some(ProfilingMode::Wall),
+        "cpu" => Some(ProfilingMode::Cpu),
+        "gil" => Some(ProfilingMode::Gil),
+        "exception" => Some(ProfilingMode::Exception),
+        _ => None,
+    }
+}
+
+/// A recording's compression by its name: auto, zstd or none. zstd is always built in,
+/// so "auto" is zstd, as in CPython with zstd available.
+pub fn recording_compression(name: &str) -> Option<Compression> {
+    match name {
+        "auto" | "zstd" => Some(Compression::Zstd),
+        "none" => Some(Compression::None),
+        _ => None,
+    }
+}
+
 /// Sampling slower than this (1 kHz and below) pauses the program by default: each
 /// pause costs it the tick's reads, 2% at 1 kHz and 30% at 10 kHz (docs/recorder.md).
 /// `python -m tach run` uses the same threshold (`BLOCKING_MIN_INTERVAL_US`).
@@ -125,21 +147,11 @@ impl RecordCommand {
             opts.interval_us = ((1e6 / r).round() as u64).max(1);
         }
         if let Some(m) = &self.mode {
-            opts.mode = match m.as_str() {
-                "wall" => ProfilingMode::Wall,
-                "cpu" => ProfilingMode::Cpu,
-                "gil" => ProfilingMode::Gil,
-                "exception" => ProfilingMode::Exception,
-                _ => return Err(RecordCommandError::BadMode(m.clone())),
-            };
+            opts.mode = recording_mode(m).ok_or_else(|| RecordCommandError::BadMode(m.clone()))?;
         }
         if let Some(c) = &self.compression {
-            opts.compression = match c.as_str() {
-                // zstd is always built in, so "auto" is zstd, as in CPython with zstd.
-                "auto" | "zstd" => Compression::Zstd,
-                "none" => Compression::None,
-                _ => return Err(RecordCommandError::BadCompression(c.clone())),
-            };
+            opts.compression = recording_compression(c)
+                .ok_or_else(|| RecordCommandError::BadCompression(c.clone()))?;
         }
         if let Some(d) = self.duration {
             if !(d.is_finite() && d > 0.0) {

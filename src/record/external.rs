@@ -15,6 +15,7 @@ use crate::tach::{Compression, ProfilingMode, TachError, TachFile, Writer};
 
 use super::attach::{self, AttachError};
 use super::clock::monotonic_us;
+use super::ptrace_pause::wait_child;
 use super::sampler::{RecordOptions, RecordStats, Sampler, Session};
 
 /// Why an outside recording or dump failed.
@@ -62,20 +63,11 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// Has our child `pid` exited? Its exit is only looked at, not collected.
+/// Has our child `pid` exited? Its exit is only looked at (WNOWAIT), not collected. A
+/// child we cannot wait for any more counts as exited.
 fn child_exited(pid: i32) -> bool {
-    // SAFETY: waitid writes a siginfo_t into a zeroed one we own.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: si_pid is set by waitid for a reported child (0 when none is).
-    r != 0 || unsafe { info.si_pid() } != 0
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    wait_child(pid, libc::WEXITED | libc::WNOWAIT).is_some() || unsafe { libc::kill(pid, 0) } != 0
 }
 
 /// `1234567` as `1,234,567`.
