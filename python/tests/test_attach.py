@@ -211,11 +211,13 @@ def test_dump_shows_every_threads_stack_and_status(interp, work):
     assert all(m["thread_id"] == t.pid for m in mains)
     # The main thread runs leaf under middle: most dumps catch it there, at the lines.
     shaped = [m for m in mains if well_formed([(f["function"], f["line"]) for f in m["frames"]])]
-    assert len(shaped) >= 7, [m["frames"] for m in mains]
+    assert len(shaped) >= 6, [m["frames"] for m in mains]
     assert all(m["frames"][0]["file"] == t.script for m in shaped)
-    # Busy: it holds the GIL and is on a CPU in most dumps.
-    assert sum(m["has_gil"] for m in mains) >= 7, mains
-    assert sum(m["on_cpu"] for m in mains) >= 5, mains
+    # Busy: it holds the GIL in most dumps, and is on a CPU in many (on a loaded machine
+    # the kernel deschedules it, and the flag says so).
+    assert sum(m["has_gil"] for m in mains) >= 6, mains
+    main_on_cpu = sum(m["on_cpu"] for m in mains)
+    assert main_on_cpu >= 3, mains
     sleepers = [th for d in dumps for th in d if not th["main_thread"]]
     assert len(sleepers) == 10
     for s in sleepers:
@@ -226,6 +228,7 @@ def test_dump_shows_every_threads_stack_and_status(interp, work):
     # 20 ms and may then wait up to the 5 ms switch interval for the GIL, so not always.
     assert sum(not s["has_gil"] for s in sleepers) >= 6
     assert sum(not s["on_cpu"] for s in sleepers) >= 6
+    assert sum(s["on_cpu"] for s in sleepers) < main_on_cpu
 
 
 # ------------------------------------------------------------ tach record --pid

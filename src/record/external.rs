@@ -64,10 +64,16 @@ pub fn alive(pid: i32) -> bool {
 }
 
 /// Has our child `pid` exited? Its exit is only looked at (WNOWAIT), not collected. A
-/// child we cannot wait for any more counts as exited.
+/// traced child's ptrace stops are reported by `waitid` even without WSTOPPED (and left
+/// for the sampler by WNOWAIT): only an exit counts. A child we cannot wait for any more
+/// counts as exited.
 fn child_exited(pid: i32) -> bool {
+    let exited = matches!(
+        wait_child(pid, libc::WEXITED | libc::WNOWAIT),
+        Some((libc::CLD_EXITED | libc::CLD_KILLED | libc::CLD_DUMPED, _))
+    );
     // SAFETY: kill with signal 0 only checks that the process exists.
-    wait_child(pid, libc::WEXITED | libc::WNOWAIT).is_some() || unsafe { libc::kill(pid, 0) } != 0
+    exited || unsafe { libc::kill(pid, 0) } != 0
 }
 
 /// `1234567` as `1,234,567`.

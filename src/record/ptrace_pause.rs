@@ -38,9 +38,9 @@ pub struct PtracePauser {
     timeouts: u64,
 }
 
-/// `waitid(P_PID, pid, options | WNOHANG)`: the reported child's (si_status), or None
-/// when nothing is to report (or `pid` is not ours to wait for).
-pub(super) fn wait_child(pid: i32, options: libc::c_int) -> Option<i32> {
+/// `waitid(P_PID, pid, options | WNOHANG)`: the reported child's (si_code, si_status),
+/// or None when nothing is to report (or `pid` is not ours to wait for).
+pub(super) fn wait_child(pid: i32, options: libc::c_int) -> Option<(i32, i32)> {
     // SAFETY: waitid writes a siginfo_t into a zeroed one we own.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let r = unsafe {
@@ -54,12 +54,12 @@ pub(super) fn wait_child(pid: i32, options: libc::c_int) -> Option<i32> {
     // SAFETY: si_pid and si_status are set by waitid for a reported child (si_pid 0
     // when none is).
     let (reported, status) = unsafe { (info.si_pid(), info.si_status()) };
-    (r == 0 && reported != 0).then_some(status)
+    (r == 0 && reported != 0).then_some((info.si_code, status))
 }
 
 /// A stop collected for `tid`: Some(signal to deliver on detach), None if not stopped.
 fn collect_stop(tid: i32) -> Option<i32> {
-    let status = wait_child(tid, libc::WSTOPPED | libc::__WALL)?;
+    let (_, status) = wait_child(tid, libc::WSTOPPED | libc::__WALL)?;
     let (signal, event) = (status & 0xff, status >> 8);
     // An interrupt or a group stop holds back no signal; a signal-delivery stop does.
     Some(if event == EVENT_STOP || signal == libc::SIGTRAP {
