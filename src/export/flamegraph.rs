@@ -11,12 +11,11 @@
 //! thread's share of the whole profile is its root frame's width and clicking it zooms
 //! to that thread alone.
 //!
-//! One pass over the filtered sample stream builds a call tree (a node per distinct
-//! label path; a sample whose stack did not change is one counter increment), and
-//! inferno gets only the frames it can draw, so memory grows with unique stacks, not
-//! with samples. (The shared `ProfileIndex` would intern every stack as a whole first;
-//! going straight to the tree skips that work.) Colours come from a hash of the
-//! frame name and inferno sorts its input, so output is deterministic.
+//! The aggregated index (samples per unique stack and thread, counted on all cores for
+//! a large file) becomes a call tree (a node per distinct label path), and inferno gets
+//! only the frames it can draw, so memory grows with unique stacks, not with samples.
+//! Colours come from a hash of the frame name and inferno sorts its input, so output is
+//! deterministic.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -205,20 +204,6 @@ impl Tree {
     }
 }
 
-/// Per decoder thread slot while building the tree.
-#[derive(Clone, Default)]
-struct SlotState {
-    /// The node stacks hang from: the thread's root frame, or the tree root (merged).
-    base: Option<u32>,
-    /// The node of the slot's current stack; None after the stack changed.
-    leaf: Option<u32>,
-    /// The last stack walked, root first, and the node reached after each of its
-    /// frames: a changed stack is walked on from the deepest frame it shares with it
-    /// (a record usually changes only the innermost frames).
-    path_frames: Vec<u32>,
-    path_nodes: Vec<u32>,
-}
-
 /// Per frame of the table: its label id, or SKIP for the profiler's own frames (and for
 /// frames naming a string that does not exist, which the decoder rejects before any
 /// sample reaches them). A label depends on (funcname, filename, line or none) only, so
@@ -255,92 +240,68 @@ fn frame_labels(file: &TachFile, labels: &mut Vec<Label>) -> Vec<u32> {
     ids
 }
 
-/// Builds the call tree of the kept samples in one pass over the sample stream: per
-/// thread under a `[thread …]` node, or merged. A sample whose stack did not change
-/// costs one counter increment; a changed stack one tree walk. Stacks with no Python
-/// frame are left out, as CPython's collapsed output does. Returns the tree, the kept
-/// samples and the threads that have any.
+/// Builds the call tree of the kept samples from the aggregated index (counted on all
+/// cores for a large file): per thread under a `[thread …]` node, or merged. Each
+/// (thread, stack) pair is one walk down the tree, from the deepest frame it shares
+/// with the thread's previous stack (stacks in first-seen order mostly differ only in
+/// their innermost frames). Stacks with no Python frame are left out, as CPython's
+/// collapsed output does. Returns the tree, the kept samples and the threads that have
+/// any.
 fn build_tree(input: &ExportInput<'_>, per_thread: bool) -> Result<(Tree, u64, usize)> {
     let file = input.file;
-    let origin = if input.filter.needs_origin() {
-        input.origin_us()?.unwrap_or(0)
-    } else {
-        0
-    };
-    let bound = input.filter.bind(origin);
+    let index = input.index()?;
     let mut tree = Tree::new();
     let frame_label_id = frame_labels(file, &mut tree.labels);
-    let mut slots: Vec<SlotState> = Vec::new();
-    let (mut samples, mut threads) = (0u64, 0usize);
-    let mut stream = file.samples();
-    while let Some(run) = stream.next_run()? {
-        for s in run.samples() {
-            let i = s.thread as usize;
-            if i >= slots.len() {
-                slots.resize_with(i + 1, SlotState::default);
-            }
-            if s.stack_changed {
-                slots[i].leaf = None;
-            }
-            if !bound.keep(&s) {
-                continue;
-            }
-            samples += 1;
-            let base = match slots[i].base {
-                Some(b) => b,
-                None => {
-                    threads += 1;
-                    let b = if per_thread {
-                        let text = if s.interpreter_id == 0 {
-                            format!("[thread {}]", s.thread_id)
-                        } else {
-                            format!("[thread {}, interpreter {}]", s.thread_id, s.interpreter_id)
-                        };
-                        tree.labels
-                            .push(Label::Thread(tree.thread_names.len() as u32));
-                        tree.thread_names.push(text);
-                        let label = tree.labels.len() as u32 - 1;
-                        tree.child(0, label)
-                    } else {
-                        0
-                    };
-                    slots[i].base = Some(b);
-                    b
-                }
+    // The last stack walked, root first, and the node reached after each of its frames.
+    let mut path_frames: Vec<u32> = Vec::new();
+    let mut path_nodes: Vec<u32> = Vec::new();
+    for thread in &index.threads {
+        // The node stacks hang from: the thread's root frame, or the tree root (merged).
+        let base = if per_thread {
+            let text = if thread.interpreter_id == 0 {
+                format!("[thread {}]", thread.thread_id)
+            } else {
+                format!(
+                    "[thread {}, interpreter {}]",
+                    thread.thread_id, thread.interpreter_id
+                )
             };
-            let leaf = match slots[i].leaf {
-                Some(l) => l,
-                None => {
-                    let slot = &mut slots[i];
-                    let shared = slot
-                        .path_frames
-                        .iter()
-                        .zip(s.stack.iter().rev())
-                        .take_while(|(a, b)| a == b)
-                        .count();
-                    slot.path_frames.truncate(shared);
-                    slot.path_nodes.truncate(shared);
-                    let mut node = slot.path_nodes.last().copied().unwrap_or(base);
-                    for &f in s.stack[..s.stack.len() - shared].iter().rev() {
-                        // The reader validates frame indices; never index past them.
-                        let label = frame_label_id.get(f as usize).copied().unwrap_or(SKIP);
-                        if label != SKIP {
-                            node = tree.child(node, label);
-                        }
-                        slot.path_frames.push(f);
-                        slot.path_nodes.push(node);
-                    }
-                    slots[i].leaf = Some(node);
-                    node
+            tree.labels
+                .push(Label::Thread(tree.thread_names.len() as u32));
+            tree.thread_names.push(text);
+            let label = tree.labels.len() as u32 - 1;
+            tree.child(0, label)
+        } else {
+            0
+        };
+        path_frames.clear();
+        path_nodes.clear();
+        for &(id, count) in &thread.stacks {
+            let stack = index.stacks.get(id);
+            let shared = path_frames
+                .iter()
+                .zip(stack.iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count();
+            path_frames.truncate(shared);
+            path_nodes.truncate(shared);
+            let mut node = path_nodes.last().copied().unwrap_or(base);
+            for &f in stack[..stack.len() - shared].iter().rev() {
+                // The reader validates frame indices; never index past them.
+                let label = frame_label_id.get(f as usize).copied().unwrap_or(SKIP);
+                if label != SKIP {
+                    node = tree.child(node, label);
                 }
-            };
-            if leaf != base {
-                tree.nodes[leaf as usize].total += 1;
+                path_frames.push(f);
+                path_nodes.push(node);
+            }
+            if node != base {
+                tree.nodes[node as usize].total += count;
             }
         }
     }
     tree.finish();
-    Ok((tree, samples, threads))
+    Ok((tree, index.total_samples, index.threads.len()))
 }
 
 /// The folded stacks (`frame;frame;... count`, root first) inferno draws (it sorts them).

@@ -81,14 +81,54 @@ fn collect(input: &ExportInput<'_>) -> Result<Tracks> {
     let mut tracks: Vec<Track> = Vec::new();
     let mut slots: Vec<Slot> = Vec::new();
     let mut first: Option<u64> = None;
+    // With no status or time terms a run of a kept thread is kept whole: its samples
+    // share a stack, so their weights (each the time to the next sample) are one sum.
+    let keep_all = bound.keeps_every_status_and_time();
     let mut stream = file.samples();
     while let Some(run) = stream.next_run()? {
-        for s in run.samples() {
-            first = Some(first.map_or(s.timestamp_us, |m| m.min(s.timestamp_us)));
-            let i = s.thread as usize;
-            if i >= slots.len() {
-                slots.resize(i + 1, Slot::default());
+        let times = run.timestamps_us;
+        let earliest = times.iter().copied().min().unwrap_or(u64::MAX);
+        first = Some(first.map_or(earliest, |m| m.min(earliest)));
+        let i = run.thread as usize;
+        if i >= slots.len() {
+            slots.resize(i + 1, Slot::default());
+        }
+        if !bound.keeps_thread(run.thread_id) {
+            // None of the run is kept; its first sample ends the previous kept one's time.
+            let slot = &mut slots[i];
+            if run.stack_changed {
+                slot.stack = None;
             }
+            if let Some((t, stack, at)) = slot.pending.take() {
+                tracks[t].push(stack, times[0].saturating_sub(at));
+            }
+            continue;
+        }
+        if keep_all {
+            let slot = &mut slots[i];
+            if run.stack_changed {
+                slot.stack = None;
+            }
+            if let Some((t, stack, at)) = slot.pending.take() {
+                tracks[t].push(stack, times[0].saturating_sub(at));
+            }
+            let stack = *slot.stack.get_or_insert_with(|| stacks.intern(run.stack));
+            let t = *slot.track.get_or_insert_with(|| {
+                tracks.push(Track {
+                    thread_id: run.thread_id,
+                    interpreter_id: run.interpreter_id,
+                    first_us: times[0],
+                    entries: Vec::new(),
+                    total_us: 0,
+                });
+                tracks.len() - 1
+            });
+            let weight: u64 = times.windows(2).map(|w| w[1].saturating_sub(w[0])).sum();
+            tracks[t].push(stack, weight);
+            slot.pending = Some((t, stack, times[times.len() - 1]));
+            continue;
+        }
+        for s in run.samples() {
             let slot = &mut slots[i];
             if s.stack_changed {
                 slot.stack = None;

@@ -168,44 +168,56 @@ fn read_file(
     let mut current: Vec<Option<u32>> = Vec::new();
     let mut seq = Vec::new();
     let mut scratch = Vec::new();
+    let keep_all = bound.keeps_every_status_and_time();
     let mut stream = file.samples();
     while let Some(run) = stream.next_run()? {
-        for s in run.samples() {
-            let slot = s.thread as usize;
-            if slot >= current.len() {
-                current.resize(slot + 1, None);
-            }
-            if s.stack_changed {
-                current[slot] = None;
-            }
-            if !bound.keep(&s) {
-                continue;
-            }
-            let id = match current[slot] {
-                Some(id) => id,
-                None => {
-                    let id = stacks.intern(s.stack);
-                    if id as usize == counted.len() {
-                        frames.stack_keys(keys, s.stack, &mut scratch);
-                        counted.push(match metric {
-                            Metric::SelfShare => scratch.first().copied().into_iter().collect(),
-                            Metric::Total => {
-                                let mut distinct = Vec::with_capacity(scratch.len());
-                                for &k in &scratch {
-                                    if !distinct.contains(&k) {
-                                        distinct.push(k);
-                                    }
-                                }
-                                distinct
-                            }
-                        });
-                    }
-                    current[slot] = Some(id);
-                    id
-                }
-            };
-            seq.push(id);
+        let slot = run.thread as usize;
+        if slot >= current.len() {
+            current.resize(slot + 1, None);
         }
+        if run.stack_changed {
+            current[slot] = None;
+        }
+        if !bound.keeps_thread(run.thread_id) {
+            continue;
+        }
+        // The run's samples share one stack: count the kept ones, then look it up once.
+        let kept = if keep_all {
+            run.len()
+        } else {
+            let times = run.timestamps_us.iter();
+            times
+                .zip(run.statuses)
+                .filter(|&(&ts, &status)| bound.keeps(status, ts))
+                .count()
+        };
+        if kept == 0 {
+            continue;
+        }
+        let id = match current[slot] {
+            Some(id) => id,
+            None => {
+                let id = stacks.intern(run.stack);
+                if id as usize == counted.len() {
+                    frames.stack_keys(keys, run.stack, &mut scratch);
+                    counted.push(match metric {
+                        Metric::SelfShare => scratch.first().copied().into_iter().collect(),
+                        Metric::Total => {
+                            let mut distinct = Vec::with_capacity(scratch.len());
+                            for &k in &scratch {
+                                if !distinct.contains(&k) {
+                                    distinct.push(k);
+                                }
+                            }
+                            distinct
+                        }
+                    });
+                }
+                current[slot] = Some(id);
+                id
+            }
+        };
+        seq.extend(std::iter::repeat_n(id, kept));
     }
     let mut per_key = HashMap::new();
     for &id in &seq {

@@ -1,19 +1,19 @@
 //! The aggregated view of a profile: unique stacks, and per thread the samples of each
 //! stack and of each status byte. Exporters and reports that only need counts
-//! (collapsed, pstats and jsonl through `totals`, `tach top`, the differential
-//! flamegraph) read this instead of every sample, and its memory grows with unique
-//! stacks, not with samples. It is built from the decoder's runs: a REPEAT run is one
-//! stack lookup, and with no status or time filter one addition. (The flamegraph
-//! exporter builds its call tree straight from the runs instead; see its module.)
+//! (collapsed, pstats and jsonl through `totals`, the flamegraph, the heatmap, `tach
+//! top`, the differential flamegraph) read this instead of every sample, and its memory
+//! grows with unique stacks, not with samples. Without a time window it is made from
+//! the chunked counter's [`StackCounts`] (all cores on a large file); with one, from the
+//! decoder's runs: a REPEAT run is one stack lookup.
 
 use std::hash::Hasher;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::counts::StackCounts;
 use super::error::Result;
 use super::filter::SampleFilter;
 use super::reader::TachFile;
-use super::records::RecordMix;
 
 /// Unique stacks (frame indices, innermost first), deduplicated across threads.
 ///
@@ -94,13 +94,11 @@ impl StackTable {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadProfile {
     pub thread_id: u64,
     pub interpreter_id: u32,
     pub samples: u64,
-    pub first_us: u64,
-    pub last_us: u64,
     /// (stack id, samples), in the order the stacks were first seen on this thread.
     pub stacks: Vec<(u32, u64)>,
     /// Samples per status byte value.
@@ -108,15 +106,12 @@ pub struct ThreadProfile {
 }
 
 /// The aggregated profile.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileIndex {
     pub stacks: StackTable,
     /// Threads in first-seen order (of the kept samples).
     pub threads: Vec<ThreadProfile>,
     pub total_samples: u64,
-    pub mix: RecordMix,
-    /// The first timestamp of the whole profile (before filtering), if any sample.
-    pub origin_us: Option<u64>,
 }
 
 /// The smallest timestamp in the file, the origin of `--start/--end` and `time_s`.
@@ -143,7 +138,72 @@ impl ProfileIndex {
         counts
     }
 
+    /// The index of the samples `filter` keeps. With no time window (which needs each
+    /// sample's time) it is made from the file's [`StackCounts`], counted on all cores
+    /// when the file is large; otherwise from one pass over the decoder's runs. Both
+    /// give the same index, down to the order of stack ids and threads.
     pub fn build(file: &TachFile, filter: &SampleFilter) -> Result<Self> {
+        if filter.needs_origin() {
+            return Self::build_sequential(file, filter);
+        }
+        Ok(Self::from_counts(&StackCounts::count(file)?, filter))
+    }
+
+    /// The index of the groups of `counts` that `filter`'s threads and statuses keep
+    /// (its time window, if any, is not applied: counts have no times).
+    ///
+    /// Groups are in the order of their first sample, so the first kept group of a
+    /// stack, a thread or a (thread, stack) pair is where the sequential pass first
+    /// meets it: ids and orders come out as that pass gives them.
+    pub fn from_counts(counts: &StackCounts, filter: &SampleFilter) -> Self {
+        let bound = filter.bind(0);
+        let mut stacks = StackTable::default();
+        // The counts' stack ids and thread indices, renumbered in kept order.
+        let mut stack_id: Vec<Option<u32>> = vec![None; counts.stacks.len()];
+        let mut thread_at: Vec<Option<usize>> = vec![None; counts.threads.len()];
+        let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
+        let mut threads: Vec<ThreadProfile> = Vec::new();
+        let mut total = 0u64;
+        for g in &counts.groups {
+            let Some(&(thread_id, interpreter_id)) = counts.threads.get(g.thread as usize) else {
+                continue;
+            };
+            if !bound.keeps_thread(thread_id) || !bound.keeps(g.status, 0) {
+                continue;
+            }
+            let id = *stack_id[g.stack as usize]
+                .get_or_insert_with(|| stacks.intern(counts.stacks.get(g.stack)));
+            let t = *thread_at[g.thread as usize].get_or_insert_with(|| {
+                threads.push(ThreadProfile {
+                    thread_id,
+                    interpreter_id,
+                    samples: 0,
+                    stacks: Vec::new(),
+                    status_counts: Box::new([0; 256]),
+                });
+                per_thread_stack.push(HashMap::default());
+                threads.len() - 1
+            });
+            let tp = &mut threads[t];
+            let list = &mut tp.stacks;
+            let entry = *per_thread_stack[t].entry(id).or_insert_with(|| {
+                list.push((id, 0));
+                list.len() - 1
+            });
+            tp.stacks[entry].1 += g.samples;
+            tp.samples += g.samples;
+            tp.status_counts[g.status as usize] += g.samples;
+            total += g.samples;
+        }
+        ProfileIndex {
+            stacks,
+            threads,
+            total_samples: total,
+        }
+    }
+
+    /// One pass over the decoder's runs, for filters with a time window.
+    pub fn build_sequential(file: &TachFile, filter: &SampleFilter) -> Result<Self> {
         let origin = if filter.needs_origin() {
             first_timestamp(file)?
         } else {
@@ -158,15 +218,11 @@ impl ProfileIndex {
         let mut current: Vec<Option<usize>> = Vec::new();
         let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
         let mut total = 0u64;
-        let mut first_seen: Option<u64> = None;
         // With no status or time terms a run is kept whole: no per-sample test.
         let keep_all = bound.keeps_every_status_and_time();
         let mut stream = file.samples();
         while let Some(run) = stream.next_run()? {
             // A run's samples share a thread and a stack: only times and statuses vary.
-            let times = run.timestamps_us;
-            let earliest = times.iter().copied().min().unwrap_or(u64::MAX);
-            first_seen = Some(first_seen.map_or(earliest, |m: u64| m.min(earliest)));
             let slot = run.thread as usize;
             if slot >= current.len() {
                 current.resize(slot + 1, None);
@@ -178,20 +234,16 @@ impl ProfileIndex {
             if !bound.keeps_thread(run.thread_id) {
                 continue;
             }
-            let (mut kept, mut first_us, mut last_us) = (0u64, u64::MAX, 0u64);
-            if keep_all {
-                kept = times.len() as u64;
-                first_us = earliest;
-                last_us = times.iter().copied().max().unwrap_or(0);
+            let kept = if keep_all {
+                run.len() as u64
             } else {
-                for (&ts, &status) in times.iter().zip(run.statuses) {
-                    if bound.keeps(status, ts) {
-                        kept += 1;
-                        first_us = first_us.min(ts);
-                        last_us = last_us.max(ts);
-                    }
-                }
-            }
+                let keeps = |(&ts, &status): (&u64, &u8)| bound.keeps(status, ts);
+                run.timestamps_us
+                    .iter()
+                    .zip(run.statuses)
+                    .filter(|&p| keeps(p))
+                    .count() as u64
+            };
             if kept == 0 {
                 continue;
             }
@@ -200,8 +252,6 @@ impl ProfileIndex {
                     thread_id: run.thread_id,
                     interpreter_id: run.interpreter_id,
                     samples: 0,
-                    first_us,
-                    last_us,
                     stacks: Vec::new(),
                     status_counts: Box::new([0; 256]),
                 });
@@ -224,27 +274,64 @@ impl ProfileIndex {
             let tp = &mut threads[t];
             tp.stacks[entry].1 += kept;
             tp.samples += kept;
-            if keep_all {
-                for &status in run.statuses {
+            for (&ts, &status) in run.timestamps_us.iter().zip(run.statuses) {
+                if keep_all || bound.keeps(status, ts) {
                     tp.status_counts[status as usize] += 1;
                 }
-            } else {
-                for (&ts, &status) in times.iter().zip(run.statuses) {
-                    if bound.keeps(status, ts) {
-                        tp.status_counts[status as usize] += 1;
-                    }
-                }
             }
-            tp.first_us = tp.first_us.min(first_us);
-            tp.last_us = tp.last_us.max(last_us);
             total += kept;
         }
         Ok(ProfileIndex {
             stacks,
             threads,
             total_samples: total,
-            mix: *stream.mix(),
-            origin_us: origin.or(first_seen),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tach::counts::Chunking;
+
+    /// The index made from the chunked counter equals the one pass over the runs, for
+    /// every golden file and thread/status filter, with chunks small enough that every
+    /// file is cut into many of them (the route a large file takes).
+    #[test]
+    fn counted_index_equals_the_sequential_pass() {
+        let mut files = 0;
+        for path in crate::golden_corpus::golden_bins() {
+            let file = TachFile::open(&path).unwrap();
+            let Ok(sequential_counts) = StackCounts::count_sequential(&file) else {
+                continue; // a broken file: both routes fail (the counts tests check how)
+            };
+            let chunking = Chunking {
+                chunk: 4096,
+                overlap: 2048,
+                search: 256,
+                workers: 2,
+            };
+            let (chunked, _) = StackCounts::count_with(&file, chunking).unwrap();
+            assert_eq!(chunked, sequential_counts, "{}", path.display());
+            let some_thread = sequential_counts.threads.first().map(|t| t.0);
+            let mut filters = vec![
+                SampleFilter::default(),
+                SampleFilter::from_options::<&str>(&[], None, None, &["has-gil"]).unwrap(),
+                SampleFilter::from_options::<&str>(&[], None, None, &["no-on-cpu", "main-thread"])
+                    .unwrap(),
+            ];
+            if let Some(t) = some_thread {
+                filters
+                    .push(SampleFilter::from_options(&[t], None, None, &["no-has-gil"]).unwrap());
+            }
+            for filter in &filters {
+                let want = ProfileIndex::build_sequential(&file, filter).unwrap();
+                let got = ProfileIndex::from_counts(&chunked, filter);
+                assert_eq!(got, want, "{} {filter:?}", path.display());
+                assert_eq!(ProfileIndex::build(&file, filter).unwrap(), want);
+            }
+            files += 1;
+        }
+        assert!(files >= 15, "only {files} golden files decoded");
     }
 }

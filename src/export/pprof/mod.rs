@@ -158,30 +158,44 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut span: Option<(u64, u64)> = None;
     let mut last_timestamp: Option<u64> = None;
+    let keep_all = bound.keeps_every_status_and_time();
     let mut stream = file.samples();
     while let Some(run) = stream.next_run()? {
-        for s in run.samples() {
-            last_timestamp = Some(last_timestamp.map_or(s.timestamp_us, |t| t.max(s.timestamp_us)));
-            let i = s.thread as usize;
-            if i >= slot_stack.len() {
-                slot_stack.resize(i + 1, None);
-            }
-            if s.stack_changed {
-                slot_stack[i] = None;
-            }
-            if !bound.keep(&s) {
+        let times = run.timestamps_us;
+        let latest = times.iter().copied().max().unwrap_or(0);
+        last_timestamp = Some(last_timestamp.map_or(latest, |t| t.max(latest)));
+        let i = run.thread as usize;
+        if i >= slot_stack.len() {
+            slot_stack.resize(i + 1, None);
+        }
+        if run.stack_changed {
+            slot_stack[i] = None;
+        }
+        if !bound.keeps_thread(run.thread_id) {
+            continue;
+        }
+        // The run's samples share a stack and a thread: only a change of status
+        // (rare within a run) looks the key up again.
+        let mut last_key: Option<(u8, usize)> = None;
+        for (&ts, &status) in times.iter().zip(run.statuses) {
+            if !keep_all && !bound.keeps(status, ts) {
                 continue;
             }
-            let stack = *slot_stack[i].get_or_insert_with(|| stacks.intern(s.stack));
-            span = Some(span.map_or((s.timestamp_us, s.timestamp_us), |(a, b)| {
-                (a.min(s.timestamp_us), b.max(s.timestamp_us))
-            }));
-            let key = (stack, s.thread_id, s.interpreter_id, s.status);
-            let n = keys.len();
-            let at = *counts.entry(key).or_insert(n);
-            if at == n {
-                keys.push((key, 0));
-            }
+            span = Some(span.map_or((ts, ts), |(a, b)| (a.min(ts), b.max(ts))));
+            let at = match last_key {
+                Some((st, at)) if st == status => at,
+                _ => {
+                    let stack = *slot_stack[i].get_or_insert_with(|| stacks.intern(run.stack));
+                    let key = (stack, run.thread_id, run.interpreter_id, status);
+                    let n = keys.len();
+                    let at = *counts.entry(key).or_insert(n);
+                    if at == n {
+                        keys.push((key, 0));
+                    }
+                    last_key = Some((status, at));
+                    at
+                }
+            };
             keys[at].1 += 1;
         }
     }
