@@ -13,7 +13,8 @@ class TachError(ValueError): ...
 # --- the recorder (src/python/record.rs) ---
 def start(
     path: _Path,
-    interval_us: int = 1000,
+    rate: float | None = None,
+    interval_us: int | None = None,
     mode: str = "wall",
     all_threads: bool = False,
     opcodes: bool = False,
@@ -21,6 +22,7 @@ def start(
     duration: float | None = None,
     hidden: Sequence[str] = ...,
     gc: bool = True,
+    blocking: bool | None = None,
 ) -> None: ...
 def stop() -> dict[str, Any] | None: ...
 def is_running() -> bool: ...

@@ -62,21 +62,12 @@ def start(
     """
     if path is None:
         path = f"tach_{os.getpid()}.tach"
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {', '.join(_MODES)}, not {mode!r}")
-    if compression not in _COMPRESSIONS:
-        raise ValueError(
-            f"compression must be one of {', '.join(_COMPRESSIONS)}, not {compression!r}"
-        )
-    if interval_us is None:
-        if not rate or rate <= 0:
-            raise ValueError("rate must be a positive number of samples per second")
-        interval_us = max(1, round(1_000_000 / rate))
-    if blocking is None:
-        blocking = interval_us >= BLOCKING_MIN_INTERVAL_US
+    # Validated natively, by the code that checks `tach record`'s flags: one set of
+    # rules and messages (ValueError) for every front end.
     _native.start(
         os.fspath(path),
-        interval_us=int(interval_us),
+        rate=rate,
+        interval_us=interval_us,
         mode=mode,
         all_threads=bool(all_threads),
         opcodes=bool(opcodes),
@@ -84,7 +75,7 @@ def start(
         duration=duration,
         hidden=[_PACKAGE_DIR],
         gc=bool(gc),
-        blocking=bool(blocking),
+        blocking=None if blocking is None else bool(blocking),
     )
     _state["quiet"] = quiet
     if not _state["atexit"]:

@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::ffi;
@@ -13,7 +12,8 @@ use pyo3::types::PyDict;
 
 use crate::record::resolve::Types;
 use crate::record::target;
-use crate::record::{RecordOptions, RecordStats, Session};
+use crate::record::cli::RecordCommand;
+use crate::record::{RecordStats, Session};
 use crate::tach::{Compression, ProfilingMode, TachFile};
 
 /// The recording in progress, if any. Only Python threads (holding the GIL) lock it;
@@ -58,17 +58,21 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
     SESSION.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Starts recording into `path`. Raises RuntimeError if a recording is running or the
-/// interpreter cannot be sampled, OSError-like RuntimeError if the file cannot be created.
+/// Starts recording into `path`. The options are `tach record`'s, validated by the same
+/// code (`RecordCommand::record_options`): a rate in Hz or an interval, the mode's and
+/// compression's names, blocking by default at 1 kHz and below. Raises ValueError for a
+/// bad option, RuntimeError if a recording is running or the interpreter cannot be
+/// sampled or the file cannot be created.
 #[pyfunction]
-#[pyo3(signature = (path, interval_us=1000, mode="wall", all_threads=false, opcodes=false,
-                    compression="auto", duration=None, hidden=Vec::new(), gc=true,
-                    blocking=true))]
+#[pyo3(signature = (path, rate=None, interval_us=None, mode="wall", all_threads=false,
+                    opcodes=false, compression="auto", duration=None, hidden=Vec::new(),
+                    gc=true, blocking=None))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
     path: PathBuf,
-    interval_us: u64,
+    rate: Option<f64>,
+    interval_us: Option<u64>,
     mode: &str,
     all_threads: bool,
     opcodes: bool,
@@ -76,22 +80,25 @@ fn start(
     duration: Option<f64>,
     hidden: Vec<String>,
     gc: bool,
-    blocking: bool,
+    blocking: Option<bool>,
 ) -> PyResult<()> {
-    if interval_us == 0 {
-        return Err(PyValueError::new_err("interval_us must be at least 1"));
-    }
-    let mode = parse_mode(mode)?;
-    let compression = parse_compression(compression)?;
-    let duration = match duration {
-        Some(d) if !(d.is_finite() && d > 0.0) => {
-            return Err(PyValueError::new_err(
-                "duration must be a positive number of seconds",
-            ))
-        }
-        Some(d) => Some(Duration::from_secs_f64(d)),
-        None => None,
+    let command = RecordCommand {
+        output: Some(path),
+        rate,
+        interval_us,
+        mode: Some(mode.to_string()),
+        all_threads,
+        opcodes,
+        no_gc: !gc,
+        blocking,
+        compression: Some(compression.to_string()),
+        duration,
+        ..RecordCommand::new(Vec::new())
     };
+    let mut opts = command
+        .record_options(std::process::id() as i32)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    opts.hidden_prefixes = hidden;
     let mut guard = lock();
     if let Some(s) = guard.as_ref() {
         if !s.is_finished() {
@@ -107,18 +114,6 @@ fn start(
     }
     let target = target::this_process(version(py), interpreter_types(), opcodes)
         .map_err(PyRuntimeError::new_err)?;
-    let opts = RecordOptions {
-        path,
-        interval_us,
-        mode,
-        all_threads,
-        opcodes,
-        gc,
-        compression,
-        duration,
-        hidden_prefixes: hidden,
-        blocking,
-    };
     let session =
         Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     *guard = Some(session);

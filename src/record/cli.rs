@@ -58,6 +58,8 @@ pub enum RecordCommandError {
     NoScript,
     #[error("the rate must be a positive number of samples per second, not {0}")]
     BadRate(f64),
+    #[error("interval_us must be at least 1")]
+    BadInterval,
     #[error("--pid and a command cannot be given together")]
     PidAndCommand,
     #[error("unknown mode {0:?} (expected wall, cpu, gil or exception)")]
@@ -93,6 +95,9 @@ pub struct RecordCommand {
     pub output: Option<PathBuf>,
     /// Sampling rate in Hz (`-r`), a float as `python -m tach run` takes it.
     pub rate: Option<f64>,
+    /// The interval between samples in microseconds, instead of a rate (`tach.start`'s
+    /// `interval_us=`); wins over `rate`.
+    pub interval_us: Option<u64>,
     /// `wall`, `cpu`, `gil` or `exception`.
     pub mode: Option<String>,
     pub all_threads: bool,
@@ -119,6 +124,7 @@ impl RecordCommand {
         RecordCommand {
             output: None,
             rate: None,
+            interval_us: None,
             mode: None,
             all_threads: false,
             opcodes: false,
@@ -140,7 +146,12 @@ impl RecordCommand {
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("tach_{pid}.tach")));
         let mut opts = RecordOptions::new(path);
-        if let Some(r) = self.rate {
+        if let Some(interval) = self.interval_us {
+            if interval == 0 {
+                return Err(RecordCommandError::BadInterval);
+            }
+            opts.interval_us = interval;
+        } else if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
                 return Err(RecordCommandError::BadRate(r));
             }
