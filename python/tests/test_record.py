@@ -748,12 +748,24 @@ def test_stop_start_cycles_and_api(tmp_path):
             return 42
         assert f() == 42
 
-        try:
-            tach.start("x.tach", mode="bogus")
-        except ValueError:
-            pass
-        else:
-            raise AssertionError("bad mode accepted")
+        # Refused by the code that checks `tach record`'s flags, with its messages.
+        for kwargs, says in [
+            (dict(mode="bogus"), "unknown mode \"bogus\" (expected wall, cpu, gil or exception)"),
+            (dict(rate=0), "the rate must be a positive number of samples per second, not 0"),
+            (dict(rate=float("nan")), "the rate must be a positive number"),
+            (dict(interval_us=0), "interval_us must be at least 1"),
+            (dict(compression="lz4"), "unknown compression \"lz4\""),
+            (dict(duration=-1), "the duration must be a positive number of seconds"),
+        ]:
+            try:
+                tach.start("x.tach", **kwargs)
+            except ValueError as e:
+                assert says in str(e), (kwargs, str(e))
+            else:
+                raise AssertionError(f"{kwargs} accepted")
+        assert not tach.is_running()
+        with tach.profile("interval.tach", interval_us=2500, quiet=True):
+            spin(0.05)
         try:
             tach.start("/nonexistent/dir/x.tach")
         except RuntimeError:
@@ -774,6 +786,7 @@ def test_stop_start_cycles_and_api(tmp_path):
         assert data["samples"]
     assert _native.load(str(tmp_path / "deco.tach"))["features"] == ["all_threads", "gc"]
     assert _native.load(str(tmp_path / "ctx.tach"))["interval_us"] == 2000
+    assert _native.load(str(tmp_path / "interval.tach"))["interval_us"] == 2500
 
 
 def test_blocking_pauses_the_gil_holder_and_no_blocking_does_not(tmp_path):

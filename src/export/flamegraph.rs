@@ -11,8 +11,8 @@
 //! thread's share of the whole profile is its root frame's width and clicking it zooms
 //! to that thread alone.
 //!
-//! The aggregated index (samples per unique stack and thread, counted on all cores for
-//! a large file) becomes a call tree (a node per distinct label path), and inferno gets
+//! The aggregated index (samples per unique stack and thread; see `ProfileIndex::build`)
+//! becomes a call tree (a node per distinct label path), and inferno gets
 //! only the frames it can draw, so memory grows with unique stacks, not with samples.
 //! Colours come from a hash of the frame name and inferno sorts its input, so output is
 //! deterministic.
@@ -240,8 +240,7 @@ fn frame_labels(file: &TachFile, labels: &mut Vec<Label>) -> Vec<u32> {
     ids
 }
 
-/// Builds the call tree of the kept samples from the aggregated index (counted on all
-/// cores for a large file): per thread under a `[thread …]` node, or merged. Each
+/// Builds the call tree of the kept samples from the aggregated index: per thread under a `[thread …]` node, or merged. Each
 /// (thread, stack) pair is one walk down the tree, from the deepest frame it shares
 /// with the thread's previous stack (stacks in first-seen order mostly differ only in
 /// their innermost frames). Stacks with no Python frame are left out, as CPython's

@@ -10,9 +10,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::record::cli::RecordCommand;
 use crate::record::resolve::Types;
 use crate::record::target;
-use crate::record::cli::RecordCommand;
 use crate::record::{RecordStats, Session};
 use crate::tach::{Compression, ProfilingMode, TachFile};
 

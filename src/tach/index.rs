@@ -3,8 +3,9 @@
 //! (collapsed, pstats and jsonl through `totals`, the flamegraph, the heatmap, `tach
 //! top`, the differential flamegraph) read this instead of every sample, and its memory
 //! grows with unique stacks, not with samples. Without a time window it is made from
-//! the chunked counter's [`StackCounts`] (all cores on a large file); with one, from the
-//! decoder's runs: a REPEAT run is one stack lookup.
+//! the file's [`StackCounts`] (counted in chunks on all cores when the region is large
+//! and uncompressed); with one, from the decoder's runs: a REPEAT run is one stack
+//! lookup.
 
 use std::hash::Hasher;
 
@@ -139,8 +140,9 @@ impl ProfileIndex {
     }
 
     /// The index of the samples `filter` keeps. With no time window (which needs each
-    /// sample's time) it is made from the file's [`StackCounts`], counted on all cores
-    /// when the file is large; otherwise from one pass over the decoder's runs. Both
+    /// sample's time) it is made from the file's [`StackCounts`] (see
+    /// [`StackCounts::count`] for when that uses all cores); otherwise from one pass
+    /// over the decoder's runs. Both
     /// give the same index, down to the order of stack ids and threads.
     pub fn build(file: &TachFile, filter: &SampleFilter) -> Result<Self> {
         if filter.needs_origin() {
