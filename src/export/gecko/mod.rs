@@ -90,7 +90,8 @@ const CATEGORIES: &str = r#"[{"name":"Other","color":"grey","subcategories":["Ot
 struct Event {
     /// The sample's place among all kept samples: strings are ordered by first use.
     seq: u64,
-    now: f64,
+    /// Microseconds from the first kept sample (`now` in ms is this / 1000).
+    delta_us: i64,
     /// The decoder slot (one per thread and interpreter).
     slot: u32,
     /// How many frames this sample appended to the thread's `pending_frames`, or
@@ -101,9 +102,19 @@ struct Event {
 
 const SAME: u32 = u32::MAX;
 
+/// A time in ms from microseconds, as CPython computes it (`(ts - base) / 1000`).
+#[inline]
+fn ms(delta_us: i64) -> f64 {
+    delta_us as f64 / 1000.0
+}
+
 /// Kept samples handed to the threads before they are replayed (on all cores): this
 /// bounds the memory the hand-over holds.
 const REPLAY_EVERY: usize = 1 << 16;
+
+/// Threads with more samples than this are written out as they are serialised rather
+/// than in parallel into a buffer of their own.
+const STREAM_SAMPLES: usize = 1 << 16;
 
 struct Batch {
     slot: u32,
@@ -178,7 +189,10 @@ impl<'a> Builder<'a> {
 
     fn sample(&mut self, slot: u32, tid: u64, ts: u64, st: u8, stack: &[u32], kind: RecordKind) {
         let base = *self.base_us.get_or_insert(ts);
-        let now = (ts as i128 - base as i128) as f64 / 1000.0;
+        // Two u64 readings differ by less than 2^64; wrapping keeps that difference
+        // exact in i64 when it is within ±2^63 µs (292,000 years).
+        let delta_us = ts.wrapping_sub(base) as i64;
+        let now = ms(delta_us);
 
         // Reader batches: a non-REPEAT record is one call; a REPEAT record's samples
         // are grouped while the status stays the same.
@@ -230,7 +244,7 @@ impl<'a> Builder<'a> {
         }
         th.pending.push(Event {
             seq: self.seq,
-            now,
+            delta_us,
             slot,
             frames: if same { SAME } else { stack.len() as u32 },
             status: st,
@@ -348,23 +362,40 @@ fn export_gecko(input: &ExportInput<'_>, out: &mut dyn Write, replay_every: usiz
          \"extensions\":{{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0}}}},\"libs\":[],\"threads\":["
     );
     // Threads are serialised independently on all cores, then written in order;
-    // groups of 64 bound the memory held at once.
+    // groups of 64 bound the memory held at once. A thread with more samples than
+    // STREAM_SAMPLES is instead written straight out in its turn, block by block: its
+    // text would otherwise be held whole (tens of megabytes for a busy thread of a long
+    // recording).
     let mut first = true;
+    let mut failed: Option<std::io::Error> = None;
     for group in b.threads.chunks(64) {
-        let parts: Vec<Vec<u8>> = group
+        let parts: Vec<Option<Vec<u8>>> = group
             .par_iter()
             .map(|th| {
-                let mut part = Vec::with_capacity(64 * 1024);
-                push_thread(&mut part, th);
-                part
+                (th.samples.stack.len() <= STREAM_SAMPLES).then(|| {
+                    let mut part = Vec::with_capacity(64 * 1024);
+                    push_thread(&mut part, th, &mut |_| {});
+                    part
+                })
             })
             .collect();
-        for part in parts {
+        for (th, part) in group.iter().zip(parts) {
             if !first {
                 buf.push(b',');
             }
             first = false;
-            buf.extend_from_slice(&part);
+            match part {
+                Some(part) => buf.extend_from_slice(&part),
+                None => push_thread(&mut buf, th, &mut |buf| {
+                    if buf.len() >= 1 << 20 && failed.is_none() {
+                        failed = out.write_all(buf).err();
+                        buf.clear();
+                    }
+                }),
+            }
+            if let Some(e) = failed.take() {
+                return Err(err(e));
+            }
             if buf.len() >= 1 << 20 {
                 out.write_all(&buf).map_err(&err)?;
                 buf.clear();

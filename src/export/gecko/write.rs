@@ -65,7 +65,12 @@ pub(super) fn push_opt_i32(buf: &mut Vec<u8>, v: Option<i32>) {
     }
 }
 
-pub(super) fn push_thread(buf: &mut Vec<u8>, th: &Thread) {
+/// Samples written between two calls of `push_thread`'s `flush`.
+const SAMPLE_BLOCK: usize = 1 << 16;
+
+/// One thread's JSON object. `flush` is called between blocks of its sample columns,
+/// so that a caller streaming a large thread can write `buf` out and clear it.
+pub(super) fn push_thread(buf: &mut Vec<u8>, th: &Thread, flush: &mut dyn FnMut(&mut Vec<u8>)) {
     let tid = th.tid;
     let _ = write!(
         buf,
@@ -75,11 +80,32 @@ pub(super) fn push_thread(buf: &mut Vec<u8>, th: &Thread) {
          \"processName\":\"Python Process\",\"samples\":{{\"stack\":",
         th.is_main
     );
-    push_list(buf, &th.samples.stack, |b, &v| push_opt_u32(b, v));
-    buf.extend_from_slice(b",\"time\":");
-    push_list(buf, &th.samples.time, |b, &v| push_float(b, v));
-    buf.extend_from_slice(b",\"eventDelay\":");
+    // The sample columns are as long as the thread's samples: written in blocks,
+    // handed to `flush` between them.
     let n = th.samples.stack.len();
+    buf.push(b'[');
+    for start in (0..n).step_by(SAMPLE_BLOCK) {
+        let block = &th.samples.stack[start..(start + SAMPLE_BLOCK).min(n)];
+        for (i, &v) in block.iter().enumerate() {
+            if start + i > 0 {
+                buf.push(b',');
+            }
+            push_opt_u32(buf, v);
+        }
+        flush(buf);
+    }
+    buf.extend_from_slice(b"],\"time\":[");
+    for start in (0..n).step_by(SAMPLE_BLOCK) {
+        let end = (start + SAMPLE_BLOCK).min(n);
+        for (i, v) in th.samples.time.ms(start..end).enumerate() {
+            if start + i > 0 {
+                buf.push(b',');
+            }
+            push_float(buf, v);
+        }
+        flush(buf);
+    }
+    buf.extend_from_slice(b"],\"eventDelay\":");
     push_repeat(buf, "null", n);
     let _ = write!(
         buf,
