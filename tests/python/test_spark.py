@@ -11,8 +11,8 @@ when Java is there).
     .venv/bin/pip install -r tests/python/requirements-spark.txt
     .venv/bin/python -m pytest -q tests/python/test_spark.py
 
-`python tests/python/test_spark.py DS FILE...` prints each engine's answers over a
-dataset already written from FILE... (for the tables in docs/parquet.md).
+`python tests/python/test_spark.py DS FILE...`, over a dataset already written from
+FILE..., checks that the three engines agree and prints Spark's answers.
 """
 
 import decimal
@@ -191,8 +191,13 @@ def java_problem():
 LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+# the loggers that would print 'Setting default log level to "WARN"' at start
+logger.sc.name = org.apache.spark.SparkContext
+logger.sc.level = error
+logger.gw.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gw.level = error
+logger.ss.name = org.apache.spark.deploy.SparkSubmit
+logger.ss.level = error
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
