@@ -118,6 +118,7 @@ fn start(
         duration,
         hidden_prefixes: hidden,
         blocking,
+        sink: None,
     };
     let session =
         Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
