@@ -168,22 +168,26 @@ enum Command {
     ///
     /// Self and total samples, share and time per function, line or file.
     ///
-    /// With --pid PID or -- PROGRAM, a terminal view of a recording in progress,
-    /// refreshed every second (CPython 3.13-3.15, recorded from outside exactly as tach
-    /// record --pid / tach record -- PROGRAM record it: same options and defaults; -o
-    /// also writes the file). Keys: s/t/n sort by self/total/name, ←/→ (Tab) cycle the
-    /// threads (with -a), a all threads, m status per thread, l by line or function,
-    /// p or space pause (sampling goes on), ↑/↓ scroll, q or Ctrl-C quit. When the
-    /// program exits the view says so and keeps the last table until q. A program tach
-    /// started gets SIGINT if still running at q; tach exits with its status, and prints
-    /// its last lines of output (captured while the view was up).
+    /// Live view (--pid PID, or -- PROGRAM): a terminal view of a recording in progress,
+    /// refreshed every second. CPython 3.13-3.15 are recorded from outside exactly as
+    /// tach record --pid / tach record -- PROGRAM record them (the same options, defaults
+    /// and errors); -o also writes the file. When the program exits, the view says so and
+    /// keeps the last table until q. A program tach started gets SIGINT if it still runs
+    /// at q; tach then exits with its status and prints its last lines of output (kept
+    /// while the view was up: the screen is the view's).
     #[command(after_help = "Examples:
   tach top run.bin                                  # hottest functions by self time
   tach top -l 20 --sort total --by line run.bin
   tach top --status on-cpu --thread 1234 run.bin    # CPU time of one thread
   tach top --per-file --format csv runs/*.bin > top.csv
   tach top --pid 4242 -a                            # live: a running process, every thread
-  tach top --mode cpu -o app.tach -- python app.py  # live: start it, also write the file")]
+  tach top --mode cpu -o app.tach -- python app.py  # live: start it, also write the file
+
+Live view keys:
+  s t n        sort by self, total or name    l         by line / by function
+  ← → Tab      cycle through the threads (-a) a         every thread again
+  m            status mix per thread          p Space   pause the table (sampling goes on)
+  ↑ ↓ PgUp PgDn  scroll                       q Ctrl-C  quit")]
     Top(TopArgs),
     /// Which functions' share of the samples changed between two sets of runs, beyond noise.
     ///

@@ -290,7 +290,7 @@ mod tests {
             .collect();
         let frames = file.frames().to_vec();
         file.for_each_sample(|s| {
-            live.sample(s.thread_id, s.status, &s.stack, &frames, &strings);
+            live.sample(s.thread_id, s.status, s.stack, &frames, &strings);
         })
         .unwrap();
         live
