@@ -170,6 +170,12 @@ def header(screen):
             "error_pct": float(m[6])}
 
 
+def samples(screen):
+    """The header's sample count; -1 while there is no header (a screen being drawn)."""
+    m = HEADER.search(screen)
+    return int(m[3]) if m else -1
+
+
 def rows(screen):
     """The table's rows: (function, file, self, total, self%, total%), top to bottom."""
     lines = screen.splitlines()
@@ -193,13 +199,14 @@ def funcs(screen):
 
 
 def info(screen):
-    """The line under the header: thread, sort, grouping, status mix."""
-    return next(line for line in screen.splitlines() if line.startswith("thread "))
+    """The line under the header: thread, sort, grouping, status mix ("" when none)."""
+    return next((line for line in screen.splitlines() if line.startswith("thread ")), "")
 
 
 def table_text(screen):
+    """The table's rows as shown ("" when there is no table)."""
     lines = screen.splitlines()
-    start = next(i for i, line in enumerate(lines) if "self/total" in line)
+    start = next((i for i, line in enumerate(lines) if "self/total" in line), len(lines))
     return "\n".join(line for line in lines[start:] if ROW.match(line))
 
 
@@ -243,7 +250,7 @@ def test_live_view_of_a_running_process(interp, work, tmux):
         tmux.type(f"{TACH} top --pid {t.pid} -a; echo EXIT=$?")
         # The hot functions: the main thread's leaf and the other thread's sleeper.
         s = tmux.wait("both threads' hot functions",
-                      lambda s: "samples" in s and header(s)["samples"] > 1500
+                      lambda s: samples(s) > 1500
                       and {"leaf", "sleeper"} <= set(funcs(s)[:2]))
         h = header(s)
         assert (h["pid"], h["rate"]) == (t.pid, 1000), s
@@ -295,13 +302,14 @@ def test_live_view_of_a_running_process(interp, work, tmux):
         # Pause: the table stands still while the header's counters go on.
         tmux.keys("p")
         s = tmux.wait("PAUSED", lambda s: "PAUSED" in s)
-        frozen, before = table_text(s), header(s)["samples"]
+        frozen, before = table_text(s), samples(s)
         time.sleep(2.5)
-        s = tmux.screen()
+        s = tmux.wait("a whole screen", lambda s: samples(s) > before)
         assert "PAUSED" in s and table_text(s) == frozen, s
-        assert header(s)["samples"] > before + 500, s
+        assert samples(s) > before + 500, s
         tmux.keys("p")
-        tmux.wait("the table moving again", lambda s: "PAUSED" not in s and table_text(s) != frozen)
+        tmux.wait("the table moving again",
+                  lambda s: samples(s) > 0 and "PAUSED" not in s and table_text(s) not in ("", frozen))
 
         quit_and_check_terminal(tmux, 0)
         # Detached: the process runs on.
@@ -351,7 +359,7 @@ def test_real_program_then_quit_interrupts_it(work, tmux):
     with open(driver, "w") as f:
         f.write(accuracy.PROGRAMS["pygments"] + accuracy.DRIVER_TAIL)
     tmux.type(f"PYTHONPATH={lib} {TACH} top -- {cmd[0]} {driver} 120; echo EXIT=$?")
-    s = tmux.wait("pygments at work", lambda s: "samples" in s and header(s)["samples"] > 2000
+    s = tmux.wait("pygments at work", lambda s: samples(s) > 2000
                   and any("/pygments/" in r[1] for r in rows(s)[:5]))
     tmux.keys("t")
     tmux.wait("sort by total", lambda s: "sort total" in info(s))

@@ -28,6 +28,9 @@ pub struct Status {
     pub ended: Option<String>,
 }
 
+/// Threads the status panel lists, at most (the main thread first, then by id).
+const PANEL_THREADS: usize = 10;
+
 /// The keys, as the footer lists them.
 const HELP: &str = "q quit  s/t/n sort by self/total/name  ←/→ thread  a all threads  \
                     p pause  m status per thread  l by line/function  ↑/↓ scroll";
@@ -49,6 +52,8 @@ pub struct View {
     /// The samples shown (not updated while paused).
     data: LiveData,
     threads: Vec<LiveThread>,
+    /// The status mix of every thread's samples in `data`.
+    all: StatusMix,
     /// The table of `data` for the current sort, grouping and thread; None when stale.
     table: Option<TopReport>,
 }
@@ -65,6 +70,7 @@ impl View {
             quit: false,
             data: LiveData::default(),
             threads: Vec::new(),
+            all: StatusMix::default(),
             table: None,
         }
     }
@@ -76,6 +82,10 @@ impl View {
         }
         profile.snapshot(&mut self.data);
         self.threads = self.data.threads();
+        self.all = StatusMix::default();
+        for t in &self.threads {
+            self.all.merge(&t.mix);
+        }
         self.table = None;
     }
 
@@ -159,8 +169,11 @@ impl View {
 
     /// Draws the whole screen.
     pub fn render(&mut self, frame: &mut Frame, status: &Status) {
+        // The panel's title, a line per thread (at most PANEL_THREADS) and a line for
+        // the rest.
         let panel = if self.per_thread {
-            self.threads.len() as u16 + 1
+            let n = self.threads.len();
+            (n.min(PANEL_THREADS) + 1 + usize::from(n > PANEL_THREADS)) as u16
         } else {
             0
         };
@@ -174,7 +187,14 @@ impl View {
         ])
         .areas(frame.area());
         frame.render_widget(Paragraph::new(header_line(status, self.paused)), head);
-        let mix = self.data.status_mix(self.thread);
+        let mix = match self.thread {
+            None => self.all,
+            Some(id) => self
+                .threads
+                .iter()
+                .find(|t| t.id == id)
+                .map_or_else(StatusMix::default, |t| t.mix),
+        };
         let info_line = format!(
             "thread {}  sort {}  by {}  {}",
             self.thread_label(),
@@ -191,8 +211,8 @@ impl View {
                 ),
                 Style::default().add_modifier(Modifier::BOLD),
             )];
-            for t in &self.threads {
-                let m = self.data.status_mix(Some(t.id));
+            for t in self.threads.iter().take(PANEL_THREADS) {
+                let m = t.mix;
                 let name = format!("{}{}", t.id, if t.main { " (main)" } else { "" });
                 lines.push(Line::raw(format!(
                     "{name:>20} {:>9} {:>6.1}% {:>8.1}% {:>7} {:>8.1}%",
@@ -203,11 +223,20 @@ impl View {
                     m.pct(m.has_exception)
                 )));
             }
+            if self.threads.len() > PANEL_THREADS {
+                lines.push(Line::raw(format!(
+                    "{:>20} (←/→ shows each thread)",
+                    format!("+{} more", self.threads.len() - PANEL_THREADS)
+                )));
+            }
             frame.render_widget(Paragraph::new(lines), threads);
         }
         let by = self.by;
         let rows_fit = table.height.saturating_sub(1) as usize;
-        let scroll = self.scroll;
+        // Scrolled no further than the last row, so that Up moves at once.
+        let n = self.table().rows.len();
+        self.scroll = self.scroll.min(n.saturating_sub(1));
+        let first = self.scroll;
         let report = self.table();
         let mut lines = vec![Line::styled(
             top_table_header(by, false),
@@ -216,7 +245,6 @@ impl View {
         if report.rows.is_empty() {
             lines.push(Line::raw("  (no samples yet)"));
         }
-        let first = scroll.min(report.rows.len().saturating_sub(1));
         lines.extend(
             report
                 .rows
@@ -442,6 +470,30 @@ mod tests {
                 opcode: crate::tach::tables::OPCODE_NONE,
             })
             .collect()
+    }
+
+    #[test]
+    fn scrolling_stops_at_the_last_row_and_l_groups_by_line() {
+        let live = profile();
+        let mut v = View::new(SortBy::SelfTime, GroupBy::Function);
+        v.refresh(&live);
+        let status = Status::default();
+        for _ in 0..50 {
+            v.handle(key(KeyCode::Down));
+        }
+        screen(&mut v, &status);
+        assert_eq!(v.scroll, 3);
+        v.handle(key(KeyCode::Up));
+        let lines = screen(&mut v, &status);
+        assert_eq!(v.scroll, 2);
+        // Rows by self: hot, worker, cold, main; two scrolled past.
+        assert!(lines[4].ends_with("app.py(cold)"), "{}", lines[4]);
+        v.handle(key(KeyCode::Char('l')));
+        assert_eq!((v.by, v.scroll), (GroupBy::Line, 0));
+        let lines = screen(&mut v, &status);
+        assert!(lines[4].ends_with("app.py:5(hot)"), "{}", lines[4]);
+        v.handle(key(KeyCode::Char('l')));
+        assert_eq!(v.by, GroupBy::Function);
     }
 
     #[test]

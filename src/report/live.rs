@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use rustc_hash::FxHashMap;
 
 use crate::record::SampleSink;
-use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
+use crate::tach::filter::status::{
+    GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
+};
 use crate::tach::{FrameEntry, MAX_STACK_DEPTH};
 
 use super::top::{report, Counted, Tally, TopOptions, TopReport};
@@ -190,14 +192,35 @@ impl StatusMix {
             100.0 * n as f64 / self.samples as f64
         }
     }
+
+    /// Counts `n` samples of status `status`.
+    fn add(&mut self, status: u8, n: u64) {
+        self.samples += n;
+        let bit = |b: u8| if status & b != 0 { n } else { 0 };
+        self.has_gil += bit(HAS_GIL);
+        self.gil_requested += bit(GIL_REQUESTED);
+        self.on_cpu += bit(ON_CPU);
+        self.cpu_unknown += bit(UNKNOWN);
+        self.has_exception += bit(HAS_EXCEPTION);
+    }
+
+    /// Adds another set's counts.
+    pub fn merge(&mut self, o: &StatusMix) {
+        self.samples += o.samples;
+        self.has_gil += o.has_gil;
+        self.gil_requested += o.gil_requested;
+        self.on_cpu += o.on_cpu;
+        self.cpu_unknown += o.cpu_unknown;
+        self.has_exception += o.has_exception;
+    }
 }
 
-/// One thread seen so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One thread seen so far, and the status mix of its samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LiveThread {
     pub id: u64,
     pub main: bool,
-    pub samples: u64,
+    pub mix: StatusMix,
 }
 
 impl LiveData {
@@ -239,36 +262,18 @@ impl LiveData {
         report(&keys, &counted, options)
     }
 
-    /// The status mix of the chosen thread's samples (every thread's: None).
-    pub fn status_mix(&self, thread: ThreadChoice) -> StatusMix {
-        let mut m = StatusMix::default();
-        for &((_, status, _), n) in self.counts_of(thread) {
-            m.samples += n;
-            let count = |bit: u8, to: &mut u64| {
-                if status & bit != 0 {
-                    *to += n;
-                }
-            };
-            count(HAS_GIL, &mut m.has_gil);
-            count(GIL_REQUESTED, &mut m.gil_requested);
-            count(ON_CPU, &mut m.on_cpu);
-            count(crate::tach::filter::status::UNKNOWN, &mut m.cpu_unknown);
-            count(HAS_EXCEPTION, &mut m.has_exception);
-        }
-        m
-    }
-
-    /// Every thread sampled so far: the main thread first, then by id.
+    /// Every thread sampled so far with its status mix (in one pass over the counts):
+    /// the main thread first, then by id.
     pub fn threads(&self) -> Vec<LiveThread> {
         let mut by_id: FxHashMap<u64, LiveThread> = FxHashMap::default();
         for &((tid, status, _), n) in &self.counts {
             let t = by_id.entry(tid).or_insert(LiveThread {
                 id: tid,
                 main: false,
-                samples: 0,
+                mix: StatusMix::default(),
             });
             t.main |= status & MAIN_THREAD != 0;
-            t.samples += n;
+            t.mix.add(status, n);
         }
         let mut threads: Vec<LiveThread> = by_id.into_values().collect();
         threads.sort_by_key(|t| (!t.main, t.id));
@@ -326,7 +331,7 @@ mod tests {
             let printed = top(&[file], &filter, &TopOptions::default()).unwrap();
             let shown = data.report(Some(t.id), &TopOptions::default(), &printed.files[0]);
             assert_eq!(shown.rows, printed.rows, "{name} thread {}", t.id);
-            assert_eq!(t.samples, printed.samples);
+            assert_eq!(t.mix.samples, printed.samples);
         }
     }
 
@@ -351,17 +356,20 @@ mod tests {
         assert_eq!(live.counters(), (3, 2, 1));
         let mut data = LiveData::default();
         live.snapshot(&mut data);
-        let all = data.status_mix(None);
+        let threads = data.threads();
+        assert_eq!(threads.iter().map(|t| t.id).collect::<Vec<_>>(), [7, 9]);
+        assert!(threads[0].main && !threads[1].main);
+        let mut all = StatusMix::default();
+        for t in &threads {
+            all.merge(&t.mix);
+        }
         assert_eq!(
             (all.samples, all.has_gil, all.gil_requested, all.on_cpu),
             (3, 2, 1, 1)
         );
         assert_eq!(all.has_exception, 1);
         assert!((all.pct(all.has_gil) - 66.666).abs() < 0.01);
-        assert_eq!(data.status_mix(Some(9)).samples, 1);
-        let threads = data.threads();
-        assert_eq!(threads.iter().map(|t| t.id).collect::<Vec<_>>(), [7, 9]);
-        assert!(threads[0].main && !threads[1].main);
+        assert_eq!(threads[1].mix.samples, 1);
         let r = data.report(Some(7), &TopOptions::default(), "pid 1");
         assert_eq!(r.rows.len(), 1);
         assert_eq!(r.rows[0].key.funcname, "f");
