@@ -1225,6 +1225,41 @@ mod tests {
     }
 
     #[test]
+    fn top_takes_files_or_a_live_target() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["tach", "top"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::Top(t) => t,
+                _ => panic!("not top"),
+            })
+        };
+        let t = parse(&["--pid", "42", "-a", "-r", "500", "--sort", "total"]).unwrap();
+        assert_eq!(
+            (t.pid, t.recording.all_threads, t.recording.rate),
+            (Some(42), true, Some(500.0))
+        );
+        assert!(t.files.is_empty());
+        let t = parse(&["-o", "o.tach", "--", "python3", "app.py", "--x"]).unwrap();
+        assert_eq!(t.argv, ["python3", "app.py", "--x"]);
+        assert_eq!(t.recording.output, Some(PathBuf::from("o.tach")));
+        assert!(parse(&["run.bin"]).unwrap().pid.is_none());
+        // Files and a live target together, or neither: clap's usage errors.
+        assert!(parse(&["run.bin", "--pid", "42"]).is_err());
+        assert!(parse(&["run.bin", "--", "python3", "app.py"]).is_err());
+        assert!(parse(&[]).is_err());
+        // Recording options on files, or file options live: our usage errors (exit 2).
+        let usage = |args: &[&str]| top_cmd(parse(args).unwrap()).map_err(|e| e.exit_code());
+        assert_eq!(usage(&["-r", "10", "run.bin"]).err(), Some(USAGE));
+        assert_eq!(
+            usage(&["--pid", "42", "--format", "csv"]).err(),
+            Some(USAGE)
+        );
+        assert_eq!(usage(&["--pid", "42", "--thread", "7"]).err(), Some(USAGE));
+        assert_eq!(usage(&["--pid", "42", "-r", "0"]).err(), Some(USAGE));
+    }
+
+    #[test]
     fn broken_pipe_is_recognised_through_error_sources() {
         let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
         let e = CliError::Export(export::write_error("stdout")(pipe));
