@@ -377,6 +377,27 @@ def test_real_program_then_quit_interrupts_it(work, tmux):
     assert "KeyboardInterrupt" in s, s
 
 
+def test_a_terminal_that_hangs_up_ends_the_view_cleanly(work, tmux):
+    """The terminal closes under the view (tmux killed: SIGHUP): tach finishes the file
+    (no journal left), stops, and the started program does not run on."""
+    cmd = need(INTERPRETERS[0])
+    script = os.path.join(work, "target.py")
+    with open(script, "w") as f:
+        f.write(TARGET)
+    out = os.path.join(work, "out.tach")
+    tmux.type(f"{TACH} top -o {out} -- {cmd[0]} {script} 120")
+    tmux.wait("the table", lambda s: "leaf" in funcs(s))
+    tmux.tmux("kill-server")
+    deadline = time.monotonic() + WAIT
+    running = lambda: subprocess.run(["pgrep", "-f", script], capture_output=True).returncode == 0  # noqa: E731
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not running(), "tach top or its program still runs after the terminal hung up"
+    assert not os.path.exists(out + ".journal")
+    v = subprocess.run([TACH, "verify", out], capture_output=True, text=True, timeout=WAIT)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+
 def test_errors_are_those_of_tach_record(work, tmux):
     """Not Python, no such process, unsupported version, permission denied: the same
     message as `tach record --pid`, exit status 1; without a terminal, a usage error."""

@@ -16,6 +16,8 @@ mod view;
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,6 +40,14 @@ const REDRAW: Duration = Duration::from_millis(200);
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// Lines of the started program's output kept, printed when the view closes.
 const OUTPUT_LINES: usize = 200;
+
+/// Set when the terminal hangs up (SIGHUP): the view ends as on q, so that the file is
+/// finished, the scratch file removed and a started program stopped.
+static HANGUP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn note_hangup(_: libc::c_int) {
+    HANGUP.store(true, Ordering::Relaxed);
+}
 
 /// Why the live view could not run.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +97,14 @@ pub fn run(cmd: LiveCommand) -> Result<u8, LiveError> {
         return Err(LiveError::NoTerminal);
     }
     external::catch_stop_signals();
+    HANGUP.store(false, Ordering::Relaxed);
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGHUP,
+            note_hangup as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        )
+    };
     match rc.pid {
         Some(pid) => watch(&cmd, Recorded::Pid(pid), None).map(|_| 0),
         None => {
@@ -161,6 +179,13 @@ fn stop_child(child: &mut Child) {
     let _ = child.kill();
 }
 
+/// A line on standard error, which may be a terminal that has hung up (eprintln! would
+/// panic).
+fn note(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// The started program's last lines of output, once the terminal is restored.
 fn print_output(output: &Arc<Mutex<VecDeque<String>>>) {
     // Give the readers a moment to take what the program wrote last.
@@ -169,9 +194,12 @@ fn print_output(output: &Arc<Mutex<VecDeque<String>>>) {
     if out.is_empty() {
         return;
     }
-    eprintln!("tach: the program's output (its last {} lines):", out.len());
+    note(&format!(
+        "tach: the program's output (its last {} lines):",
+        out.len()
+    ));
     for line in out.iter() {
-        eprintln!("{line}");
+        note(line);
     }
 }
 
@@ -234,10 +262,10 @@ fn watch(
     }
     if let Some(stats) = &screen.stats {
         if scratch.is_none() {
-            eprintln!("{}", stats.summary_line());
+            note(&stats.summary_line());
         }
         if let Some(e) = &stats.error {
-            eprintln!("tach: error: {e}");
+            note(&format!("tach: error: {e}"));
         }
     }
     shown?;
@@ -257,11 +285,23 @@ struct Screen {
 }
 
 impl Screen {
-    /// Draws and handles keys until q, Ctrl-C or SIGTERM.
+    /// Draws and handles keys until q, Ctrl-C, SIGTERM, SIGINT or SIGHUP.
     fn run(
         &mut self,
         terminal: &mut DefaultTerminal,
         target: &mut Recorded<'_>,
+    ) -> std::io::Result<()> {
+        let keys = KeyReader::start();
+        let shown = self.show(terminal, target, &keys.events);
+        keys.finish();
+        shown
+    }
+
+    fn show(
+        &mut self,
+        terminal: &mut DefaultTerminal,
+        target: &mut Recorded<'_>,
+        keys: &Receiver<Event>,
     ) -> std::io::Result<()> {
         // The first table as soon as there is something to show.
         let mut next_refresh = Instant::now() + Duration::from_millis(250);
@@ -296,7 +336,7 @@ impl Screen {
                 self.view.refresh(&self.profile);
                 next_refresh = now + REFRESH;
             }
-            if external::take_stop_signal() != 0 {
+            if external::take_stop_signal() != 0 || HANGUP.load(Ordering::Relaxed) {
                 return Ok(());
             }
             self.update_status();
@@ -304,12 +344,11 @@ impl Screen {
             let wait = next_refresh
                 .saturating_duration_since(Instant::now())
                 .min(REDRAW);
-            if event::poll(wait)? {
-                if let Event::Key(k) = event::read()? {
-                    if k.kind == KeyEventKind::Press {
-                        self.view.handle(k);
-                    }
-                }
+            match keys.recv_timeout(wait) {
+                Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => self.view.handle(k),
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                // The terminal failed: nothing more can be shown.
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
             if self.view.quit {
                 return Ok(());
@@ -336,6 +375,53 @@ impl Screen {
                 (None, why) => why,
             };
             self.stats = Some(stats);
+        }
+    }
+}
+
+/// The terminal's events, read on a thread of their own: crossterm's read loops without
+/// end on a terminal that has hung up, and the view must still see SIGHUP and finish
+/// the file. The thread polls, so that [`KeyReader::finish`] can stop it and no reader is
+/// left taking the keys typed after the view (in the Python package's `tach` command,
+/// the interpreter goes on).
+struct KeyReader {
+    events: Receiver<Event>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl KeyReader {
+    fn start() -> KeyReader {
+        let (tx, events) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match event::poll(Duration::from_millis(50)) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        let Ok(e) = event::read() else { return };
+                        if tx.send(e).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        KeyReader {
+            events,
+            stop,
+            thread,
+        }
+    }
+
+    /// Stops the reader; waits for it unless the terminal hung up (it may be spinning
+    /// in crossterm then, and goes when the process does).
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if !HANGUP.load(Ordering::Relaxed) {
+            let _ = self.thread.join();
         }
     }
 }
