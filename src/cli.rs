@@ -31,6 +31,8 @@ pub enum CliError {
     #[error(transparent)]
     Record(#[from] crate::record::cli::RecordCommandError),
     #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
+    #[error(transparent)]
     Report(#[from] crate::report::ReportError),
     #[error(transparent)]
     Recover(#[from] crate::tach::recover::RecoverError),
@@ -49,6 +51,7 @@ impl CliError {
             _ if self.is_broken_pipe() => SUCCESS,
             CliError::Usage(_) | CliError::Filter(_) => USAGE,
             CliError::Record(e) if e.is_usage() => USAGE,
+            CliError::Live(e) if e.is_usage() => USAGE,
             CliError::Report(crate::report::ReportError::Usage(_)) => USAGE,
             #[cfg(feature = "query")]
             CliError::Query(e) if e.is_usage() => USAGE,
@@ -160,14 +163,31 @@ enum Command {
   tach dump 4242
   tach dump --json 4242 | jq '.[0].frames[0]'")]
     Dump(DumpArgs),
-    /// The summary table of CPython's `replay --pstats` (several files are summed).
+    /// The summary table of CPython's `replay --pstats` (several files are summed), or
+    /// the same table live, of a running program.
     ///
     /// Self and total samples, share and time per function, line or file.
+    ///
+    /// Live view (--pid PID, or -- PROGRAM): a terminal view of a recording in progress,
+    /// refreshed every second. CPython 3.13-3.15 are recorded from outside exactly as
+    /// tach record --pid / tach record -- PROGRAM record them (the same options, defaults
+    /// and errors); -o also writes the file. When the program exits, the view says so and
+    /// keeps the last table until q. A program tach started gets SIGINT if it still runs
+    /// at q; tach then exits with its status and prints its last lines of output (kept
+    /// while the view was up: the screen is the view's).
     #[command(after_help = "Examples:
   tach top run.bin                                  # hottest functions by self time
   tach top -l 20 --sort total --by line run.bin
   tach top --status on-cpu --thread 1234 run.bin    # CPU time of one thread
-  tach top --per-file --format csv runs/*.bin > top.csv")]
+  tach top --per-file --format csv runs/*.bin > top.csv
+  tach top --pid 4242 -a                            # live: a running process, every thread
+  tach top --mode cpu -o app.tach -- python app.py  # live: start it, also write the file
+
+Live view keys:
+  s t n        sort by self, total or name    l         by line / by function
+  ← → Tab      cycle through the threads (-a) a         every thread again
+  m            status mix per thread          p Space   pause the table (sampling goes on)
+  ↑ ↓ PgUp PgDn  scroll                       q Ctrl-C  quit")]
     Top(TopArgs),
     /// Which functions' share of the samples changed between two sets of runs, beyond noise.
     ///
@@ -861,7 +881,8 @@ fn query_cmd(args: QueryArgs) -> Result<ExitCode, CliError> {
 
 #[derive(Args)]
 struct TopArgs {
-    #[arg(required = true)]
+    /// TACH files (or, for the live view, --pid PID or -- PROGRAM).
+    #[arg(required_unless_present_any = ["pid", "argv"])]
     files: Vec<PathBuf>,
     /// Order: self (time), total (time), samples (self samples) or name.
     #[arg(long, default_value = "self", value_parser = ["self", "total", "samples", "name"])]
@@ -879,10 +900,56 @@ struct TopArgs {
     /// One row per file and key (a file column) instead of summing the files.
     #[arg(long)]
     per_file: bool,
+    /// Live view: attach to this running Python process (CPython 3.13-3.15).
+    #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "files"], help_heading = "Live view")]
+    pid: Option<i32>,
+    #[command(flatten, next_help_heading = "Live view")]
+    recording: RecordingArgs,
+    /// Live view: start this program (an interpreter, a script or -m module, its
+    /// arguments) and record it from outside.
+    #[arg(
+        last = true,
+        value_name = "PYTHON ARGS",
+        conflicts_with = "files",
+        help_heading = "Live view"
+    )]
+    argv: Vec<std::ffi::OsString>,
+}
+
+/// `tach top --pid` / `tach top -- PROGRAM`: the live view.
+fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
+    use crate::report::{self, GroupBy};
+    let filtered = !args.filter.threads.is_empty()
+        || args.filter.start.is_some()
+        || args.filter.end.is_some()
+        || !args.filter.status.is_empty();
+    if filtered || args.per_file || args.limit.is_some() || args.format != "table" {
+        return Err(CliError::Usage(
+            "--thread, --start, --end, --status, --limit, --per-file and --format are for \
+             files; the live view filters by thread with its keys"
+                .into(),
+        ));
+    }
+    let command = crate::live::LiveCommand {
+        sort: report::SortBy::parse(&args.sort)?,
+        by: GroupBy::parse(&args.by)?,
+        record: args.recording.command(args.argv, args.pid),
+    };
+    Ok(crate::live::run(command)?)
 }
 
 fn top_cmd(args: TopArgs) -> Result<ExitCode, CliError> {
     use crate::report::{self, GroupBy};
+    if args.pid.is_some() || !args.argv.is_empty() {
+        return top_live(args);
+    }
+    if args.recording.any() {
+        return Err(CliError::Usage(
+            "recording options (-o, -r, --mode, -a, -d, ...) are for the live view: \
+             tach top --pid PID or tach top -- PROGRAM"
+                .into(),
+        ));
+    }
     let options = report::TopOptions {
         by: GroupBy::parse(&args.by)?,
         sort: report::SortBy::parse(&args.sort)?,
@@ -995,9 +1062,11 @@ fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
         .collect()
 }
 
+/// How to record: the options `tach record` and `tach top`'s live view share (those
+/// of `python -m tach run`).
 #[derive(Args)]
-struct RecordArgs {
-    /// Output file (default: tach_<pid>.tach).
+struct RecordingArgs {
+    /// Output file (tach record's default: tach_<pid>.tach; tach top: none).
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Samples per second (default 1000).
@@ -1029,6 +1098,52 @@ struct RecordArgs {
     /// Stop sampling after this many seconds.
     #[arg(short, long, value_name = "SECONDS")]
     duration: Option<f64>,
+}
+
+impl RecordingArgs {
+    /// Whether any option was given (the live view's, with `tach top`).
+    fn any(&self) -> bool {
+        self.output.is_some()
+            || self.rate.is_some()
+            || self.mode.is_some()
+            || self.all_threads
+            || self.opcodes
+            || self.no_gc
+            || self.blocking
+            || self.no_blocking
+            || self.compression.is_some()
+            || self.duration.is_some()
+    }
+
+    /// The command that records as asked.
+    fn command(
+        self,
+        argv: Vec<std::ffi::OsString>,
+        pid: Option<i32>,
+    ) -> crate::record::cli::RecordCommand {
+        let mut rc = crate::record::cli::RecordCommand::new(argv);
+        rc.output = self.output;
+        rc.rate = self.rate;
+        rc.mode = self.mode;
+        rc.all_threads = self.all_threads;
+        rc.opcodes = self.opcodes;
+        rc.no_gc = self.no_gc;
+        rc.blocking = match (self.blocking, self.no_blocking) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        };
+        rc.compression = self.compression;
+        rc.duration = self.duration;
+        rc.pid = pid;
+        rc
+    }
+}
+
+#[derive(Args)]
+struct RecordArgs {
+    #[command(flatten)]
+    recording: RecordingArgs,
     /// Attach to this running Python process (CPython 3.13-3.15) instead of starting
     /// one. Stops on Ctrl-C, SIGTERM, --duration or the process's exit.
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "in_process"])]
@@ -1047,21 +1162,7 @@ struct RecordArgs {
 }
 
 fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
-    let mut rc = crate::record::cli::RecordCommand::new(args.argv);
-    rc.output = args.output;
-    rc.rate = args.rate;
-    rc.mode = args.mode;
-    rc.all_threads = args.all_threads;
-    rc.opcodes = args.opcodes;
-    rc.no_gc = args.no_gc;
-    rc.blocking = match (args.blocking, args.no_blocking) {
-        (true, _) => Some(true),
-        (_, true) => Some(false),
-        _ => None,
-    };
-    rc.compression = args.compression;
-    rc.duration = args.duration;
-    rc.pid = args.pid;
+    let mut rc = args.recording.command(args.argv, args.pid);
     rc.in_process = args.in_process;
     // The program's own exit status is ours.
     Ok(rc.run()?)
@@ -1121,6 +1222,41 @@ mod tests {
         // A flag and --format together are a usage error (exit 2), like two flags.
         let both = Cli::try_parse_from(["tach", "export", "--pstats", "--format", "jsonl", "x"]);
         assert_eq!(both.err().map(|e| e.exit_code()), Some(2));
+    }
+
+    #[test]
+    fn top_takes_files_or_a_live_target() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["tach", "top"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::Top(t) => t,
+                _ => panic!("not top"),
+            })
+        };
+        let t = parse(&["--pid", "42", "-a", "-r", "500", "--sort", "total"]).unwrap();
+        assert_eq!(
+            (t.pid, t.recording.all_threads, t.recording.rate),
+            (Some(42), true, Some(500.0))
+        );
+        assert!(t.files.is_empty());
+        let t = parse(&["-o", "o.tach", "--", "python3", "app.py", "--x"]).unwrap();
+        assert_eq!(t.argv, ["python3", "app.py", "--x"]);
+        assert_eq!(t.recording.output, Some(PathBuf::from("o.tach")));
+        assert!(parse(&["run.bin"]).unwrap().pid.is_none());
+        // Files and a live target together, or neither: clap's usage errors.
+        assert!(parse(&["run.bin", "--pid", "42"]).is_err());
+        assert!(parse(&["run.bin", "--", "python3", "app.py"]).is_err());
+        assert!(parse(&[]).is_err());
+        // Recording options on files, or file options live: our usage errors (exit 2).
+        let usage = |args: &[&str]| top_cmd(parse(args).unwrap()).map_err(|e| e.exit_code());
+        assert_eq!(usage(&["-r", "10", "run.bin"]).err(), Some(USAGE));
+        assert_eq!(
+            usage(&["--pid", "42", "--format", "csv"]).err(),
+            Some(USAGE)
+        );
+        assert_eq!(usage(&["--pid", "42", "--thread", "7"]).err(), Some(USAGE));
+        assert_eq!(usage(&["--pid", "42", "-r", "0"]).err(), Some(USAGE));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! - [`record`]: the in-process recorder;
 //! - [`report`]: `tach top` (the pstats summary table) and `tach diff` (share changes
 //!   beyond noise between two sets of runs);
+//! - [`live`]: `tach top --pid`'s terminal view of a recording in progress;
 //! - [`cli`]: the command line, a thin layer over the above.
 //!
 //! Data flows one way: bytes → the reader → samples or an aggregated index → an
@@ -22,6 +23,7 @@
 pub mod alloc;
 pub mod cli;
 pub mod export;
+pub mod live;
 pub mod record;
 pub mod report;
 mod tach;

@@ -47,7 +47,7 @@ pub fn recording_compression(name: &str) -> Option<Compression> {
 pub const BLOCKING_MIN_INTERVAL_US: u64 = 1000;
 
 /// How long a started program has to load its interpreter before tach gives up.
-const STARTUP: Duration = Duration::from_secs(10);
+pub(crate) const STARTUP: Duration = Duration::from_secs(10);
 
 /// Why `tach record` could not run the program.
 #[derive(Debug, thiserror::Error)]
@@ -347,7 +347,7 @@ impl RecordCommand {
 
 /// The program's exit status as tach's: its code, or 128 + the signal that killed it,
 /// as a shell reports it.
-fn exit_code(status: std::process::ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(c), _) => c.clamp(0, 255) as u8,

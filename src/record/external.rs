@@ -36,8 +36,13 @@ extern "C" fn note_signal(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, Ordering::Relaxed);
 }
 
+/// The signal that asked us to stop since the last call (0: none).
+pub(crate) fn take_stop_signal() -> i32 {
+    STOP_SIGNAL.swap(0, Ordering::Relaxed)
+}
+
 /// Ctrl-C and SIGTERM stop the recording (and finish the file) instead of killing tach.
-fn catch_stop_signals() {
+pub(crate) fn catch_stop_signals() {
     STOP_SIGNAL.store(0, Ordering::Relaxed);
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
@@ -137,14 +142,14 @@ pub enum Recorded<'a> {
 }
 
 impl Recorded<'_> {
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         match self {
             Recorded::Pid(p) => *p,
             Recorded::Child(c) => c.id() as i32,
         }
     }
 
-    fn running(&mut self) -> bool {
+    pub(crate) fn running(&mut self) -> bool {
         match self {
             Recorded::Pid(p) => alive(*p),
             // Not try_wait: waitpid reports a traced child's ptrace stops as well, and
@@ -167,6 +172,33 @@ pub fn record(
     startup: Duration,
 ) -> Result<RecordStats, ExternalError> {
     catch_stop_signals();
+    let session = start(&mut target, opts, startup)?;
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        if session.is_finished() || !target.running() {
+            break;
+        }
+        match (take_stop_signal(), &target) {
+            (0, _) => {}
+            (libc::SIGTERM, Recorded::Child(c)) => {
+                // SAFETY: kill with a pid we spawned and a valid signal.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            }
+            (_, Recorded::Child(_)) => {}
+            (_, Recorded::Pid(_)) => break,
+        }
+    }
+    Ok(session.stop())
+}
+
+/// Attaches to `target` and starts sampling it (`record`, and `tach top --pid`'s live
+/// view). A just-started child is waited for (up to `startup`) until its interpreter is
+/// loaded.
+pub(crate) fn start(
+    target: &mut Recorded<'_>,
+    opts: RecordOptions,
+    startup: Duration,
+) -> Result<Session, ExternalError> {
     let pid = target.pid();
     let began = Instant::now();
     let attached = loop {
@@ -197,23 +229,7 @@ pub fn record(
         }
         .into());
     }
-    let session = Session::start(attached, opts)?;
-    loop {
-        std::thread::sleep(Duration::from_millis(10));
-        if session.is_finished() || !target.running() {
-            break;
-        }
-        match (STOP_SIGNAL.swap(0, Ordering::Relaxed), &target) {
-            (0, _) => {}
-            (libc::SIGTERM, Recorded::Child(c)) => {
-                // SAFETY: kill with a pid we spawned and a valid signal.
-                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            }
-            (_, Recorded::Child(_)) => {}
-            (_, Recorded::Pid(_)) => break,
-        }
-    }
-    Ok(session.stop())
+    Ok(Session::start(attached, opts)?)
 }
 
 /// A file that says a recording found nothing: for a target that could not be attached

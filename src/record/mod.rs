@@ -43,4 +43,4 @@ mod sampler;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) mod target;
 
-pub use sampler::{RecordOptions, RecordStats, Session};
+pub use sampler::{RecordOptions, RecordStats, SampleSink, Session};

@@ -8,19 +8,20 @@
 
 mod diff;
 mod flamediff;
+pub mod live;
 mod output;
 mod top;
 
 pub use diff::{diff, DiffOptions, DiffReport, DiffRow, Metric, Side, Verdict};
 pub use flamediff::write_flamegraph;
-pub use output::{write_diff, write_top, Format};
+pub use output::{top_table_header, top_table_row, write_diff, write_top, Format};
 pub use top::{top, SortBy, TopOptions, TopReport, TopRow};
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::export::render::{is_internal, lineno};
+use crate::export::render::{is_internal_filename, lineno};
 use crate::tach::{TachError, TachFile};
 
 /// Errors of the reports.
@@ -102,19 +103,40 @@ impl Keys {
 const UNSET: u32 = u32::MAX;
 const INTERNAL: u32 = u32::MAX - 1;
 
-/// One file's frames resolved to keys (cached per frame).
-pub(crate) struct FrameKeys<'a> {
-    file: &'a TachFile,
+/// Where a report finds a frame's names: a file's frame table, or the live view's
+/// frames as the recorder interns them (`live`).
+pub(crate) trait FrameNames {
+    fn filename(&self, frame: u32) -> &str;
+    fn funcname(&self, frame: u32) -> &str;
+    /// The frame's line, 0 when it has none (as pstats).
+    fn lineno(&self, frame: u32) -> i32;
+}
+
+impl FrameNames for TachFile {
+    fn filename(&self, frame: u32) -> &str {
+        TachFile::filename(self, frame)
+    }
+    fn funcname(&self, frame: u32) -> &str {
+        TachFile::funcname(self, frame)
+    }
+    fn lineno(&self, frame: u32) -> i32 {
+        lineno(self, frame)
+    }
+}
+
+/// One source's frames resolved to keys (cached per frame).
+pub(crate) struct FrameKeys<'a, F: FrameNames + ?Sized = TachFile> {
+    file: &'a F,
     by: GroupBy,
     frame_key: Vec<u32>,
 }
 
-impl<'a> FrameKeys<'a> {
-    pub fn new(file: &'a TachFile, by: GroupBy) -> Self {
+impl<'a, F: FrameNames + ?Sized> FrameKeys<'a, F> {
+    pub fn new(file: &'a F, by: GroupBy) -> Self {
         FrameKeys {
             file,
             by,
-            frame_key: vec![UNSET; file.frames().len()],
+            frame_key: Vec::new(),
         }
     }
 
@@ -123,17 +145,22 @@ impl<'a> FrameKeys<'a> {
     pub fn stack_keys(&mut self, keys: &mut Keys, stack: &[u32], out: &mut Vec<u32>) {
         out.clear();
         for &f in stack {
+            // Grown on demand: a live recording interns frames as it goes.
+            if f as usize >= self.frame_key.len() {
+                self.frame_key.resize(f as usize + 1, UNSET);
+            }
             let mut k = self.frame_key[f as usize];
             if k == UNSET {
-                k = if is_internal(self.file, f) {
+                let file = self.file;
+                let filename = file.filename(f);
+                k = if is_internal_filename(filename) {
                     INTERNAL
                 } else {
-                    let file = self.file;
-                    let filename = file.filename(f).to_string();
+                    let filename = filename.to_string();
                     keys.intern(match self.by {
                         GroupBy::Line => Key {
                             filename,
-                            lineno: lineno(file, f),
+                            lineno: file.lineno(f),
                             funcname: file.funcname(f).to_string(),
                         },
                         GroupBy::Function => Key {
@@ -157,8 +184,9 @@ impl<'a> FrameKeys<'a> {
     }
 }
 
-/// The seconds `samples` samples stand for at this interval, with CPython's float
-/// arithmetic (`samples * (interval_us / 1e6)`, as its pstats collector).
-pub(crate) fn seconds(samples: u64, file: &TachFile) -> f64 {
-    samples as f64 * (file.header().sample_interval_us as f64 / 1_000_000.0)
+/// The seconds `samples` samples stand for at a sampling interval of `interval_us`,
+/// with CPython's float arithmetic (`samples * (interval_us / 1e6)`, as its pstats
+/// collector).
+pub(crate) fn seconds_at(samples: u64, interval_us: u64) -> f64 {
+    samples as f64 * (interval_us as f64 / 1_000_000.0)
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use super::diff::DiffReport;
-use super::top::TopReport;
+use super::top::{TopReport, TopRow};
 use super::{GroupBy, Key, ReportError, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,33 +97,43 @@ pub fn write_top(r: &TopReport, format: Format, out: &mut dyn Write) -> std::io:
                 if r.files.len() == 1 { "" } else { "s" }
             )?;
             let per_file = r.rows.iter().any(|x| x.file.is_some());
-            write!(
-                out,
-                "{:>15} {:>7} {:>10} {:>7} {:>10}  ",
-                "self/total", "self%", "self (s)", "total%", "total (s)"
-            )?;
-            if per_file {
-                write!(out, "{:<24} ", "file")?;
-            }
-            writeln!(out, "{}", what(r.by))?;
+            writeln!(out, "{}", top_table_header(r.by, per_file))?;
             for x in &r.rows {
-                write!(
-                    out,
-                    "{:>15} {:>7.1} {:>10.3} {:>7.1} {:>10.3}  ",
-                    format!("{}/{}", x.self_samples, x.total_samples),
-                    x.self_pct,
-                    x.self_s,
-                    x.total_pct,
-                    x.total_s
-                )?;
-                if let Some(f) = &x.file {
-                    write!(out, "{f:<24} ")?;
-                }
-                writeln!(out, "{}", x.key.label(r.by))?;
+                writeln!(out, "{}", top_table_row(x, r.by))?;
             }
             Ok(())
         }
     }
+}
+
+/// The column titles of `tach top`'s table, printed or live.
+pub fn top_table_header(by: GroupBy, per_file: bool) -> String {
+    let mut s = format!(
+        "{:>15} {:>7} {:>10} {:>7} {:>10}  ",
+        "self/total", "self%", "self (s)", "total%", "total (s)"
+    );
+    if per_file {
+        s.push_str(&format!("{:<24} ", "file"));
+    }
+    s.push_str(what(by));
+    s
+}
+
+/// One row of `tach top`'s table, printed or live.
+pub fn top_table_row(x: &TopRow, by: GroupBy) -> String {
+    let mut s = format!(
+        "{:>15} {:>7.1} {:>10.3} {:>7.1} {:>10.3}  ",
+        format!("{}/{}", x.self_samples, x.total_samples),
+        x.self_pct,
+        x.self_s,
+        x.total_pct,
+        x.total_s
+    );
+    if let Some(f) = &x.file {
+        s.push_str(&format!("{f:<24} "));
+    }
+    s.push_str(&x.key.label(by));
+    s
 }
 
 pub fn write_diff(r: &DiffReport, format: Format, out: &mut dyn Write) -> std::io::Result<()> {

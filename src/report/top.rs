@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{seconds, FrameKeys, GroupBy, Key, Keys, Result};
+use super::{seconds_at, FrameKeys, GroupBy, Key, Keys, Result};
 use crate::tach::{ProfileIndex, SampleFilter, TachFile};
 
 /// The order of the rows (largest first, except by name).
@@ -73,11 +73,54 @@ pub struct TopReport {
     pub rows: Vec<TopRow>,
 }
 
-/// Self and total samples per key of one file.
-struct FileCounts {
-    samples: u64,
+/// Self and total samples per key, tallied from stacks of keys: the one aggregation
+/// behind the printed table (`tach top FILE`) and the live view (`tach top --pid`).
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Samples counted, empty stacks included (pstats' denominator).
+    pub samples: u64,
     /// (key id, self, total) in first-seen order.
-    rows: Vec<(u32, u64, u64)>,
+    pub rows: Vec<(u32, u64, u64)>,
+    /// Per key id: its row in `rows` (u32::MAX: none yet).
+    slot: Vec<u32>,
+    /// Per key id: the last stack it was counted in, so that total counts a stack once.
+    seen: Vec<u64>,
+    stacks: u64,
+}
+
+impl Tally {
+    /// Counts `count` samples of the stack whose keys (innermost first) are `stack`.
+    pub fn add(&mut self, stack: &[u32], count: u64) {
+        self.samples += count;
+        self.stacks += 1;
+        for (n, &k) in stack.iter().enumerate() {
+            let k = k as usize;
+            if k >= self.slot.len() {
+                self.slot.resize(k + 1, u32::MAX);
+                self.seen.resize(k + 1, 0);
+            }
+            if self.slot[k] == u32::MAX {
+                self.slot[k] = self.rows.len() as u32;
+                self.rows.push((k as u32, 0, 0));
+            }
+            let row = &mut self.rows[self.slot[k] as usize];
+            if n == 0 {
+                row.1 += count;
+            }
+            // Once per stack, however often the key recurs on it.
+            if self.seen[k] != self.stacks {
+                self.seen[k] = self.stacks;
+                row.2 += count;
+            }
+        }
+    }
+}
+
+/// One input of a report: its tally, its name and its sampling interval.
+pub(crate) struct Counted {
+    pub name: String,
+    pub interval_us: u64,
+    pub tally: Tally,
 }
 
 fn count_file(
@@ -85,42 +128,24 @@ fn count_file(
     filter: &SampleFilter,
     by: GroupBy,
     keys: &mut Keys,
-) -> Result<FileCounts> {
+) -> Result<Counted> {
     let index = ProfileIndex::build(file, filter)?;
     let totals = index.stack_totals();
     let mut frames = FrameKeys::new(file, by);
-    let mut slot: Vec<u32> = Vec::new();
-    let mut seen: Vec<u32> = Vec::new();
-    let mut rows: Vec<(u32, u64, u64)> = Vec::new();
+    let mut tally = Tally::default();
     let mut stack_keys = Vec::new();
     for (id, &count) in totals.iter().enumerate() {
         if count == 0 {
             continue;
         }
         frames.stack_keys(keys, index.stacks.get(id as u32), &mut stack_keys);
-        for (n, &k) in stack_keys.iter().enumerate() {
-            if k as usize >= slot.len() {
-                slot.resize(k as usize + 1, u32::MAX);
-                seen.resize(k as usize + 1, u32::MAX);
-            }
-            if slot[k as usize] == u32::MAX {
-                slot[k as usize] = rows.len() as u32;
-                rows.push((k, 0, 0));
-            }
-            let row = &mut rows[slot[k as usize] as usize];
-            if n == 0 {
-                row.1 += count;
-            }
-            // Once per stack, however often the key recurs on it.
-            if seen[k as usize] != id as u32 {
-                seen[k as usize] = id as u32;
-                row.2 += count;
-            }
-        }
+        tally.add(&stack_keys, count);
     }
-    Ok(FileCounts {
-        samples: index.total_samples,
-        rows,
+    tally.samples = index.total_samples;
+    Ok(Counted {
+        name: file.path().display().to_string(),
+        interval_us: file.header().sample_interval_us,
+        tally,
     })
 }
 
@@ -131,11 +156,16 @@ pub fn top(files: &[TachFile], filter: &SampleFilter, options: &TopOptions) -> R
     for file in files {
         counted.push(count_file(file, filter, options.by, &mut keys)?);
     }
-    let samples: u64 = counted.iter().map(|c| c.samples).sum();
-    let total_seconds: f64 = files
+    Ok(report(&keys, &counted, options))
+}
+
+/// The table of tallied inputs: shares of every input's samples together, rows summed
+/// over inputs (or one per input and key), sorted and cut to the limit.
+pub(crate) fn report(keys: &Keys, counted: &[Counted], options: &TopOptions) -> TopReport {
+    let samples: u64 = counted.iter().map(|c| c.tally.samples).sum();
+    let total_seconds: f64 = counted
         .iter()
-        .zip(&counted)
-        .map(|(f, c)| seconds(c.samples, f))
+        .map(|c| seconds_at(c.tally.samples, c.interval_us))
         .sum();
     let pct = |n: u64| {
         if samples == 0 {
@@ -144,40 +174,36 @@ pub fn top(files: &[TachFile], filter: &SampleFilter, options: &TopOptions) -> R
             100.0 * n as f64 / samples as f64
         }
     };
-    let names: Vec<String> = files
-        .iter()
-        .map(|f| f.path().display().to_string())
-        .collect();
     let mut rows: Vec<TopRow> = Vec::new();
     if options.per_file {
-        for ((file, c), name) in files.iter().zip(&counted).zip(&names) {
-            for &(k, s, t) in &c.rows {
+        for c in counted {
+            for &(k, s, t) in &c.tally.rows {
                 rows.push(TopRow {
-                    file: Some(name.clone()),
+                    file: Some(c.name.clone()),
                     key: keys.list[k as usize].clone(),
                     self_samples: s,
                     total_samples: t,
                     self_pct: pct(s),
                     total_pct: pct(t),
-                    self_s: seconds(s, file),
-                    total_s: seconds(t, file),
+                    self_s: seconds_at(s, c.interval_us),
+                    total_s: seconds_at(t, c.interval_us),
                 });
             }
         }
     } else {
-        // (self, total, self_s, total_s) per key, summed over files.
+        // (self, total, self_s, total_s) per key, summed over inputs.
         let mut sum: Vec<Option<(u64, u64, f64, f64)>> = vec![None; keys.list.len()];
         let mut order: Vec<u32> = Vec::new();
-        for (file, c) in files.iter().zip(&counted) {
-            for &(k, s, t) in &c.rows {
+        for c in counted {
+            for &(k, s, t) in &c.tally.rows {
                 let e = sum[k as usize].get_or_insert_with(|| {
                     order.push(k);
                     (0, 0, 0.0, 0.0)
                 });
                 e.0 += s;
                 e.1 += t;
-                e.2 += seconds(s, file);
-                e.3 += seconds(t, file);
+                e.2 += seconds_at(s, c.interval_us);
+                e.3 += seconds_at(t, c.interval_us);
             }
         }
         for k in order {
@@ -198,18 +224,18 @@ pub fn top(files: &[TachFile], filter: &SampleFilter, options: &TopOptions) -> R
     if let Some(n) = options.limit {
         rows.truncate(n);
     }
-    Ok(TopReport {
+    TopReport {
         by: options.by,
-        files: names,
+        files: counted.iter().map(|c| c.name.clone()).collect(),
         samples,
         seconds: total_seconds,
         rows,
-    })
+    }
 }
 
 /// Sorts largest first (by name: ascending); ties by label, then file, so the order
 /// is deterministic.
-fn sort_rows(rows: &mut [TopRow], sort: SortBy) {
+pub(crate) fn sort_rows(rows: &mut [TopRow], sort: SortBy) {
     let tie = |a: &TopRow, b: &TopRow| a.key.cmp(&b.key).then_with(|| a.file.cmp(&b.file));
     rows.sort_by(|a, b| {
         let primary = match sort {

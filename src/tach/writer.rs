@@ -305,6 +305,11 @@ impl<W: Write + Seek> Writer<W> {
         &self.frames
     }
 
+    /// Strings interned so far (what [`FrameEntry`]'s indices name).
+    pub fn strings(&self) -> &[Box<[u8]>] {
+        &self.strings
+    }
+
     /// Records one thread's sample. `stack` holds indices from [`Writer::frame`] or
     /// [`Writer::intern_frame`], innermost first; frames past the 256th are dropped.
     pub fn write_sample(

@@ -27,7 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::tach::{
-    CaptureFeatures, Compression, ProfilingMode, Stats, TachError, Writer, MAX_STACK_DEPTH,
+    CaptureFeatures, Compression, FrameEntry, ProfilingMode, Stats, TachError, Writer,
+    MAX_STACK_DEPTH,
 };
 
 use super::clock::{monotonic_us, thread_cpu_sec};
@@ -81,6 +82,26 @@ pub struct RecordOptions {
     /// Pause the thread holding the GIL while a tick reads the stacks, so that every
     /// sample describes one moment (see `pause`).
     pub blocking: bool,
+    /// Also hands every sample to this, as it is written (`tach top --pid`'s live view).
+    pub sink: Option<Arc<dyn SampleSink>>,
+}
+
+/// Sees every sample the sampler writes, when it writes it: the live view of `tach top
+/// --pid` keeps its in-memory aggregate this way. Called on the sampling thread, so it
+/// must be quick.
+pub trait SampleSink: Send + Sync + std::fmt::Debug {
+    /// A sample of thread `thread_id`: `stack` (innermost first) indexes `frames`, whose
+    /// string indices index `strings` (the writer's tables so far).
+    fn sample(
+        &self,
+        thread_id: u64,
+        status: u8,
+        stack: &[u32],
+        frames: &[FrameEntry],
+        strings: &[Box<[u8]>],
+    );
+    /// A tick ended; `ok` is false when it had errors.
+    fn tick(&self, ok: bool);
 }
 
 impl RecordOptions {
@@ -96,6 +117,7 @@ impl RecordOptions {
             duration: None,
             hidden_prefixes: Vec::new(),
             blocking: true,
+            sink: None,
         }
     }
 
@@ -305,6 +327,9 @@ impl Sampler {
         self.paused_on_cpu = None;
         if !ok {
             self.stats.error_ticks += 1;
+        }
+        if let Some(sink) = &self.opts.sink {
+            sink.tick(ok);
         }
         ok
     }

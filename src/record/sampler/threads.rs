@@ -489,7 +489,13 @@ impl Sampler {
             .writer
             .write_sample(tid, interp_id, now_us, status, &self.stack)
         {
-            Ok(()) => self.stats.samples += 1,
+            Ok(()) => {
+                self.stats.samples += 1;
+                if let Some(sink) = &self.opts.sink {
+                    let (frames, strings) = (self.writer.frames(), self.writer.strings());
+                    sink.sample(tid, status, &self.stack, frames, strings);
+                }
+            }
             Err(e) => {
                 if self.write_error.is_none() {
                     self.write_error = Some(e.to_string());
