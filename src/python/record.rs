@@ -14,7 +14,7 @@ use crate::record::cli::RecordCommand;
 use crate::record::resolve::Types;
 use crate::record::target;
 use crate::record::{RecordStats, Session};
-use crate::tach::{Compression, ProfilingMode, TachFile};
+use crate::tach::TachFile;
 
 /// The recording in progress, if any. Only Python threads (holding the GIL) lock it;
 /// the sampling thread never does.
@@ -36,22 +36,6 @@ fn interpreter_types() -> Types {
 fn version(py: Python<'_>) -> (u8, u8, u8) {
     let v = py.version_info();
     (v.major, v.minor, v.patch)
-}
-
-fn parse_mode(mode: &str) -> PyResult<ProfilingMode> {
-    crate::record::cli::recording_mode(mode).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "unknown mode {mode:?} (expected wall, cpu, gil or exception)"
-        ))
-    })
-}
-
-fn parse_compression(c: &str) -> PyResult<Compression> {
-    crate::record::cli::recording_compression(c).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "unknown compression {c:?} (expected auto, zstd or none)"
-        ))
-    })
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
