@@ -168,6 +168,46 @@ impl ElfFile {
     }
 
     /// The value (link-time address) of a defined symbol.
+    /// The micro version of CPython `major.minor` from the `PY_VERSION` string compiled
+    /// into the interpreter, for versions that export no `Py_Version` (before 3.11). The
+    /// linker merges a string into another one it ends (`"3.9.18"` into the install
+    /// prefix `".../versions/3.9.18"`), so the first string that ends with
+    /// `major.minor.micro` (and an alphanumeric suffix such as `rc1` or a `+`) is taken.
+    pub fn version_micro(&self, major: u8, minor: u8) -> Option<u8> {
+        let needle = format!("{major}.{minor}.");
+        let bytes: &[u8] = &self.map;
+        let mut from = 0;
+        while let Some(at) = find(&bytes[from..], needle.as_bytes()) {
+            let begin = from + at;
+            let start = begin + needle.len();
+            from = start;
+            let before = begin.checked_sub(1).map(|i| bytes[i]);
+            if before.is_some_and(|b| b.is_ascii_digit() || b == b'.') {
+                continue;
+            }
+            let digits = bytes[start..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let rest = &bytes[start + digits..];
+            let Some(end) = rest.iter().take(5).position(|&b| b == 0) else {
+                continue;
+            };
+            let suffix_ok = rest[..end]
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'+');
+            if (1..=3).contains(&digits) && suffix_ok {
+                if let Some(micro) = std::str::from_utf8(&bytes[start..start + digits])
+                    .ok()
+                    .and_then(|d| d.parse().ok())
+                {
+                    return Some(micro);
+                }
+            }
+        }
+        None
+    }
+
     pub fn symbol(&self, name: &str) -> Option<u64> {
         let want = name.as_bytes();
         for &(off, size, str_off, str_size) in &self.tables {
@@ -236,4 +276,19 @@ mod tests {
             ElfError::Open { .. }
         ));
     }
+}
+
+/// The first position of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut at = 0;
+    while at + needle.len() <= hay.len() {
+        let k = hay[at..].iter().position(|&b| b == first)?;
+        at += k;
+        if hay.get(at..at + needle.len())? == needle {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
 }

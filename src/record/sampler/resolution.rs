@@ -129,8 +129,18 @@ impl Sampler {
                 // Always, where there are any: 3.11's instruction starts (below).
                 self.target.opcodes.as_ref(),
             )?;
-            let start = f.code.wrapping_add(o.code_adaptive);
-            let index = (f.instr.wrapping_sub(start) as i64).div_euclid(2);
+            let index = if o.frame_object {
+                // `f_lasti`: in bytes in 3.9, in code units from 3.10; -1 before the
+                // frame's first instruction (its first line, below).
+                let lasti = f.instr as i64;
+                match o.line_table {
+                    LineTableFormat::Lnotab if lasti >= 0 => lasti / 2,
+                    _ => lasti.max(-1),
+                }
+            } else {
+                let start = f.code.wrapping_add(o.code_adaptive);
+                (f.instr.wrapping_sub(start) as i64).div_euclid(2)
+            };
             if o.instr_is_prev {
                 // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
                 // it from tracebacks too); generator frames are always complete.
@@ -139,7 +149,8 @@ impl Sampler {
                     continue;
                 }
             }
-            if index < 0 || index as u64 >= entry.code_units {
+            let not_started = o.frame_object && index == -1;
+            if !not_started && (index < 0 || index as u64 >= entry.code_units) {
                 return Err(ReadError::Invalid("instruction pointer outside its code"));
             }
             // The code unit at the instruction, when the bytecode was read with the header.
@@ -166,6 +177,7 @@ impl Sampler {
             if entry.hidden {
                 continue;
             }
+            // -1 (a frame object not started) is u32::MAX: a key of its own.
             let index = index as u32;
             let opcode = match opcode_tables {
                 None => 255u8,
@@ -181,9 +193,19 @@ impl Sampler {
             let id = match entry.frames.get(&key) {
                 Some(&id) => id,
                 None => {
-                    let loc =
-                        linetable::locate(&entry.linetable, entry.fingerprint.firstlineno, index)
-                            .filter(|l| l.lineno != -1);
+                    let first = entry.fingerprint.firstlineno;
+                    let loc = match o.line_table {
+                        LineTableFormat::Locations => {
+                            linetable::locate(&entry.linetable, first, index)
+                        }
+                        format => linetable::locate_line(
+                            format,
+                            &entry.linetable,
+                            first,
+                            i64::from(index as i32),
+                        ),
+                    }
+                    .filter(|l| l.lineno != -1);
                     let op = (opcode != 255).then_some(opcode);
                     let id = self.writer.frame(&entry.filename, &entry.qualname, loc, op);
                     entry.frames.insert(key, id);
