@@ -238,6 +238,21 @@ impl ElfFile {
     }
 }
 
+/// The first position of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut at = 0;
+    while at + needle.len() <= hay.len() {
+        let k = hay[at..].iter().position(|&b| b == first)?;
+        at += k;
+        if hay.get(at..at + needle.len())? == needle {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,19 +291,4 @@ mod tests {
             ElfError::Open { .. }
         ));
     }
-}
-
-/// The first position of `needle` in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let first = *needle.first()?;
-    let mut at = 0;
-    while at + needle.len() <= hay.len() {
-        let k = hay[at..].iter().position(|&b| b == first)?;
-        at += k;
-        if hay.get(at..at + needle.len())? == needle {
-            return Some(at);
-        }
-        at += 1;
-    }
-    None
 }
