@@ -2,11 +2,13 @@
 `tach record -- python app.py`, `tach dump`.
 
 Targets run on every interpreter here that tach attaches to: the host's pyenv CPython
-3.13 and the chroot's Debian CPython 3.13, 3.14 and 3.15 (the host's tach reads a
+3.9, 3.10, 3.11, 3.12 (layouts generated from their headers, src/record/layouts_generated.rs)
+and 3.13, and the chroot's Debian CPython 3.13, 3.14 and 3.15 (the host's tach reads a
 process in the chroot through /proc/PID/root). None of them has the tach package: the
-recording needs none. Older pyenv interpreters (3.9-3.12) check the error that names
+recording needs none. Older pyenv interpreters (3.7, 3.8) check the error that names
 their version. Each file is read back with ``tach._native.load`` (the Rust reader's
-full verification) and, where the chroot is available, replayed by CPython 3.15.
+full verification) and, where the chroot is available, replayed by CPython 3.15, whose
+collapsed stacks (names, files, lines) must equal tach's own rendering.
 
 Accuracy on real programs against py-spy is python/bench/accuracy.py with ``--attach``
 (test_attach_accuracy_against_pyspy below).
@@ -90,8 +92,9 @@ def pyenv(minor):
 def interpreters():
     """(id, command prefix, in the chroot) for every interpreter tach attaches to."""
     out = []
-    host = pyenv(13)
-    out.append(("host-3.13", [host] if host else None, False))
+    for minor in (9, 10, 11, 12, 13):
+        host = pyenv(minor)
+        out.append((f"host-3.{minor}", [host] if host else None, False))
     have_chroot = chroot_ok()
     for v in ("3.13", "3.14", "3.15"):
         out.append((f"chroot-{v}", [CHROOT, "run", "--", f"python{v}"] if have_chroot else None, True))
@@ -163,19 +166,43 @@ def version_of(interp):
     return tuple(int(x) for x in interp[0].split("-")[1].split("."))
 
 
+def collapsed(path):
+    """{stack line: count} of a collapsed file."""
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            stack, n = line.rstrip("\n").rsplit(" ", 1)
+            counts[stack] = counts.get(stack, 0) + int(n)
+    return counts
+
+
 def replay_count(path):
-    """Samples CPython 3.15's own reader finds in `path` (None without the chroot)."""
+    """Samples CPython 3.15's own reader finds in `path` (None without the chroot), after
+    checking that its collapsed stacks (every name, file and line) are tach's."""
     if not chroot_ok():
         return None
     out = path + ".collapsed"
     p = subprocess.run([CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "replay",
                         "--collapsed", "-o", out, path], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    total = 0
-    with open(out) as f:
-        for line in f:
-            total += int(line.rsplit(" ", 1)[1])
-    return total
+    ours = path + ".tach-collapsed"
+    t = tach("export", "--collapsed", "-o", ours, path)
+    assert t.returncode == 0, t.stderr
+    assert collapsed(out) == collapsed(ours)
+    return sum(collapsed(out).values())
+
+
+def full_version(cmd):
+    """(major, minor, micro) of the interpreter `cmd` runs."""
+    p = subprocess.run(cmd + ["-c", "import sys; print(*sys.version_info[:3])"], cwd=REPO,
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    return tuple(int(x) for x in p.stdout.split())
+
+
+def bootstrap_name(interp):
+    """Before 3.11 a code object has no qualified name: frames are named by co_name, as
+    in CPython's and py-spy's tracebacks of those versions."""
+    return "Thread._bootstrap" if version_of(interp) >= (3, 11) else "_bootstrap"
 
 
 WELL_FORMED = None
@@ -223,7 +250,7 @@ def test_dump_shows_every_threads_stack_and_status(interp, work):
     for s in sleepers:
         assert s["frames"][0]["function"] == "sleeper"
         assert s["frames"][0]["line"] == line_of("# SLEEP")
-        assert s["frames"][-1]["function"] == "Thread._bootstrap"
+        assert s["frames"][-1]["function"] == bootstrap_name(interp)
     # Asleep in time.sleep most of the time: without the GIL and off CPU. It wakes every
     # 20 ms and may then wait up to the 5 ms switch interval for the GIL, so not always.
     assert sum(not s["has_gil"] for s in sleepers) >= 6
@@ -244,12 +271,18 @@ def test_record_pid_stacks_status_and_replay(interp, work):
     assert re.search(r"tach: [\d,]+ samples in 2\.\d\d s", p.stderr), p.stderr
     data = _native.load(out)
     assert data["python_version"][:2] == version_of(interp)
+    if not interp[2]:
+        # The micro version too (before 3.11 from the PY_VERSION string in the binary).
+        assert tuple(data["python_version"]) == full_version(cmd)
     assert data["mode"] == "cpu"
     st = stacks(data)
     main = [s for s in st if s[0] == t.pid]
-    # cpu mode keeps on-CPU samples: the busy main thread's, hardly the sleeper's.
+    # cpu mode keeps on-CPU samples: the busy main thread's, far fewer of the sleeper's.
+    # On a loaded machine a sleeper that woke waits in the run queue, and runnable counts
+    # as on CPU (`R`, as CPython reads it): at a load of 10 on 2 cores it was on CPU in
+    # up to a quarter as many samples as the main thread.
     assert len(main) > 1000, (len(main), p.stderr)
-    assert len(main) > 10 * (len(st) - len(main))
+    assert len(main) > 2 * (len(st) - len(main))
     assert all(status & MAIN_THREAD and status & ON_CPU for _, status, _ in main)
     assert sum(bool(status & HAS_GIL) for _, status, _ in main) > 0.9 * len(main)
     # Blocking (the default at 1 kHz): every stack is one moment's, at the right lines.
@@ -258,7 +291,9 @@ def test_record_pid_stacks_status_and_replay(interp, work):
     assert data["stats"]["error_rate"] < 1.0, data["stats"]
     replayed = replay_count(out)
     if replayed is not None:
-        assert replayed == len(st)
+        # Samples taken before the program's first frame (the interpreter starting up)
+        # have an empty stack, which a collapsed rendering leaves out.
+        assert replayed == sum(1 for _, _, s in st if s)
 
 
 @pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
@@ -271,7 +306,8 @@ def test_record_starts_the_program_and_returns_its_status(interp, work):
         f.write(TARGET)
     out = os.path.join(work, "out.tach")
     python = cmd[-1]
-    record = [TACH, "record", "-o", out, "--", python, script, "1.5", "7"]
+    # 3 s: at least 1,000 samples even when a loaded machine gives the sampler 600 Hz.
+    record = [TACH, "record", "-o", out, "--", python, script, "3", "7"]
     if interp[2]:
         record = [CHROOT, "run", "--"] + record
     p = subprocess.run(record, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
@@ -282,6 +318,12 @@ def test_record_starts_the_program_and_returns_its_status(interp, work):
     st = stacks(data)
     shaped = [s for _, _, s in st if well_formed(s)]
     assert len(shaped) > 1000, (len(shaped), len(st), p.stderr)
+    assert subprocess.run([TACH, "verify", out], capture_output=True).returncode == 0
+    replayed = replay_count(out)
+    if replayed is not None:
+        # Samples taken before the program's first frame (the interpreter starting up)
+        # have an empty stack, which a collapsed rendering leaves out.
+        assert replayed == sum(1 for _, _, s in st if s)
 
 
 EXCEPTIONS = """\
@@ -310,13 +352,14 @@ while time.monotonic() < end:
 
 @pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
 def test_exception_mode_from_outside(interp, work):
-    """3.15's debug offsets hold the exception state: exception mode keeps the samples
-    taken while an exception is handled. 3.13's and 3.14's lack it: refused, by name."""
+    """3.15's debug offsets hold the exception state, and so do the generated layouts
+    of 3.9-3.12: exception mode keeps the samples taken while an exception is handled.
+    3.13's and 3.14's debug offsets lack it: refused, by name."""
     cmd = need(interp)
     out = os.path.join(work, "out.tach")
     with Target(cmd, work, 30, text=EXCEPTIONS, name="exceptions.py") as t:
         p = tach("record", "--pid", str(t.pid), "--mode", "exception", "-d", "2", "-o", out)
-    if version_of(interp) < (3, 15):
+    if version_of(interp) in ((3, 13), (3, 14)):
         assert p.returncode == 1, p.stderr
         assert "--mode exception cannot be recorded from outside on CPython 3.1" in p.stderr, p.stderr
         return
@@ -351,7 +394,7 @@ def test_a_pid_that_is_not_python_or_gone_gets_a_clear_error(work):
     assert p.returncode == 1 and f"no process {sleeper.pid}" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("minor", [9, 10, 11, 12])
+@pytest.mark.parametrize("minor", [7, 8])
 def test_unsupported_versions_are_named(minor, work):
     python = pyenv(minor)
     if python is None:
@@ -364,8 +407,7 @@ def test_unsupported_versions_are_named(minor, work):
         p = tach("record", "--pid", str(target.pid), "-o", out)
         assert p.returncode == 1, p.stderr
         assert re.search(rf"runs CPython 3\.{minor}\.\d+, which tach cannot record from outside", p.stderr), p.stderr
-        if minor == 11:
-            assert "python -m tach run" in p.stderr
+        assert "panicked" not in p.stderr
         assert _native.load(out)["samples"] == []
         d = tach("dump", str(target.pid))
         assert d.returncode == 1 and f"CPython 3.{minor}" in d.stderr
@@ -436,14 +478,21 @@ def test_forks_and_a_thousand_short_threads(work):
 # ------------------------------------------------------------------ accuracy
 
 
-def test_attach_accuracy_against_pyspy(tmp_path):
+# Two real programs per version. networkx's current releases need 3.11, so 3.9 and 3.10
+# run pyflakes instead (the packages are installed once, by the harness's interpreter).
+ACCURACY = [(9, "pygments,pyflakes"), (10, "pygments,pyflakes"), (11, "networkx,pygments"),
+            (12, "networkx,pygments"), (13, "networkx,pygments")]
+
+
+@pytest.mark.parametrize("minor,programs", ACCURACY, ids=[f"3.{m}" for m, _ in ACCURACY])
+def test_attach_accuracy_against_pyspy(minor, programs, tmp_path):
     """tach attached from outside and py-spy attached to the same execution agree on
-    real programs (networkx, pygments) within 2 points per function. Both at 1 kHz: tach
-    is outside, so py-spy's stops do not hold its sampler, and at 200 Hz py-spy's own
-    sampling noise (about 1 point on a share near 50%) was most of the gap."""
-    python = pyenv(13)
+    real programs within 2 points per function. Both at 1 kHz: tach is outside, so
+    py-spy's stops do not hold its sampler, and at 200 Hz py-spy's own sampling noise
+    (about 1 point on a share near 50%) was most of the gap."""
+    python = pyenv(minor)
     if python is None:
-        pytest.skip("SKIPPED: attach accuracy: no pyenv CPython 3.13 here")
+        pytest.skip(f"SKIPPED: attach accuracy: no pyenv CPython 3.{minor} here")
     pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(pyspy):
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=False)
@@ -451,7 +500,7 @@ def test_attach_accuracy_against_pyspy(tmp_path):
         pytest.skip("SKIPPED: attach accuracy: py-spy could not be installed from PyPI")
     out = tmp_path / "accuracy.json"
     run = subprocess.run(
-        [sys.executable, HARNESS, "--programs", "networkx,pygments", "--seconds", "10",
+        [sys.executable, HARNESS, "--programs", programs, "--seconds", "10",
          "--reference-rate", "1000", "--same-process", "--attach", TACH, "--python", python,
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO,
@@ -459,7 +508,7 @@ def test_attach_accuracy_against_pyspy(tmp_path):
     print(run.stdout, file=sys.stderr)
     assert run.returncode == 0, run.stdout + run.stderr
     results = json.loads(out.read_text())["results"]
-    for name in ("networkx", "pygments"):
+    for name in programs.split(","):
         r = results[name]
         assert r["samples"] > 5000 and r["reference_samples"] > 5000, (name, r)
         assert r["error_rate"] <= 1.0, (name, r["error_rate"])

@@ -153,8 +153,9 @@ impl Sampler {
             if !not_started && (index < 0 || index as u64 >= entry.code_units) {
                 return Err(ReadError::Invalid("instruction pointer outside its code"));
             }
-            // The code unit at the instruction, when the bytecode was read with the header.
-            let unit_byte = hsize + 2 * index as usize;
+            // The code unit at the instruction, when the bytecode was read with the header
+            // (none for a frame object not started, index -1).
+            let unit_byte = usize::try_from(index).map_or(usize::MAX, |i| hsize + 2 * i);
             // 3.11: a caller's instruction pointer rests on the last cache entry of its
             // call (CALL, or BINARY_SUBSCR calling a class's __getitem__), whose low byte
             // is data (a function version...) and may equal RETURN_VALUE's opcode: only
