@@ -270,6 +270,20 @@ mod tests {
     }
 
     #[test]
+    fn finds_the_micro_version_in_a_merged_string() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        // What 3.10's linker leaves: PY_VERSION merged into the install prefix, after a
+        // string that only looks like a version (a longer number ends it).
+        exe.extend_from_slice(b"\0see 13.10.99\0/root/.pyenv/versions/3.10.13\0");
+        let path = dir.path().join("python3.10");
+        std::fs::write(&path, &exe).unwrap();
+        let elf = ElfFile::open(&path).unwrap();
+        assert_eq!(elf.version_micro(3, 10), Some(13));
+        assert_eq!(elf.version_micro(3, 11), None);
+    }
+
+    #[test]
     fn refuses_what_is_not_elf_or_is_cut_short() {
         let dir = tempfile::tempdir().unwrap();
         let text = dir.path().join("text");
