@@ -52,6 +52,10 @@ pub enum AttachError {
     Unsupported { pid: i32, version: String },
     #[error("process {pid}: {what}")]
     Layout { pid: i32, what: String },
+    /// The interpreter is mapped but has not initialised its runtime yet (a program
+    /// tach has just started): worth trying again.
+    #[error("process {pid}: its CPython {version} runtime is not initialised yet")]
+    Starting { pid: i32, version: String },
     #[error("process {pid}: {source}")]
     Elf {
         pid: i32,
@@ -353,6 +357,12 @@ fn legacy_target(
     let main_pthread = mem
         .read_u64(runtime.wrapping_add(layout.runtime_main_thread))
         .map_err(|e| read_error(pid, "reading _PyRuntime.main_thread", e))?;
+    if main_pthread == 0 {
+        return Err(AttachError::Starting {
+            pid,
+            version: format!("{major}.{minor}"),
+        });
+    }
     if layout.needs_pthread_tid() {
         let off = find_pthread_tid(&mem, main_pthread, pid).ok_or_else(|| {
             layout_error(format!(

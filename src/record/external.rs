@@ -172,7 +172,7 @@ pub fn record(
     let attached = loop {
         match attach::attach(pid, opts.opcodes) {
             Ok(t) => break t,
-            Err(e @ AttachError::NotPython { .. })
+            Err(e @ (AttachError::NotPython { .. } | AttachError::Starting { .. }))
                 if matches!(target, Recorded::Child(_)) && began.elapsed() < startup =>
             {
                 if !target.running() {
