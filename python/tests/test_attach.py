@@ -288,7 +288,10 @@ def test_record_pid_stacks_status_and_replay(interp, work):
     assert all(status & MAIN_THREAD and status & ON_CPU for _, status, _ in main)
     assert sum(bool(status & HAS_GIL) for _, status, _ in main) > 0.9 * len(main)
     # Blocking (the default at 1 kHz): every stack is one moment's, at the right lines.
-    torn = [s for _, _, s in main if not well_formed(s)]
+    # Those with the GIL, that is: the main thread drops it when the sleeper asks for it,
+    # and 3.9/3.10 drop it in `middle` before its call, a stack of its own (without leaf)
+    # that a loaded machine makes last (1% of the samples at a load of 12).
+    torn = [s for _, status, s in main if status & HAS_GIL and not well_formed(s)]
     assert len(torn) < 0.01 * len(main), torn[:5]
     assert data["stats"]["error_rate"] < 1.0, data["stats"]
     replayed = replay_count(out)
