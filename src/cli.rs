@@ -142,10 +142,10 @@ enum Command {
     Query(QueryArgs),
     /// Record a Python program: start it, or attach to it with --pid.
     ///
-    /// CPython 3.13-3.15 are recorded from outside: the program needs no tach package,
-    /// and tach needs permission to read its memory (as for ptrace). Older interpreters,
-    /// and --in-process, run the program through `python -m tach run`, which needs the
-    /// tach package in that interpreter. The output replays in CPython 3.15.
+    /// CPython 3.9-3.15 are recorded from outside: the program needs no tach package,
+    /// and tach needs permission to read its memory (as for ptrace). --in-process (and
+    /// --opcodes before 3.15) run the program through `python -m tach run`, which needs
+    /// the tach package in that interpreter. The output replays in CPython 3.15.
     #[command(after_help = "Examples:
   tach record -o app.tach -- python app.py --port 8000
   tach record -o app.tach -r 10000 --mode cpu --all-threads -- python -m mypkg.main
@@ -155,7 +155,7 @@ enum Command {
     /// Print every thread's current Python stack in a running process.
     ///
     /// Innermost frame first, with file:line and each thread's status (GIL, on CPU,
-    /// exception). CPython 3.13-3.15.
+    /// exception). CPython 3.9-3.15.
     #[command(after_help = "Examples:
   tach dump 4242
   tach dump --json 4242 | jq '.[0].frames[0]'")]
@@ -1029,7 +1029,7 @@ struct RecordArgs {
     /// Stop sampling after this many seconds.
     #[arg(short, long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Attach to this running Python process (CPython 3.13-3.15) instead of starting
+    /// Attach to this running Python process (CPython 3.9-3.15) instead of starting
     /// one. Stops on Ctrl-C, SIGTERM, --duration or the process's exit.
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "in_process"])]
     pid: Option<i32>,
@@ -1069,7 +1069,7 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
 
 #[derive(Args)]
 struct DumpArgs {
-    /// The Python process (CPython 3.13-3.15).
+    /// The Python process (CPython 3.9-3.15).
     pid: i32,
     /// One JSON document: a list of threads, each with its status and frames.
     #[arg(long)]
