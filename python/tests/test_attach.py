@@ -219,6 +219,15 @@ def well_formed(stack):
     )
 
 
+def consistent(stack):
+    """A moment of the main loop: well formed, or between leaf's calls."""
+    return well_formed(stack) or stack in (
+        [("middle", line_of("# MIDDLE")), ("<module>", line_of("# LOOP"))],
+        [("<module>", line_of("# LOOP"))],
+        [("<module>", line_of("# LOOP") - 1)],
+    )
+
+
 # ------------------------------------------------------------------ tach dump
 
 
@@ -290,8 +299,10 @@ def test_record_pid_stacks_status_and_replay(interp, work):
     # Blocking (the default at 1 kHz): every stack is one moment's, at the right lines.
     # Those with the GIL, that is: the main thread drops it when the sleeper asks for it,
     # and 3.9/3.10 drop it in `middle` before its call, a stack of its own (without leaf)
-    # that a loaded machine makes last (1% of the samples at a load of 12).
-    torn = [s for _, status, s in main if status & HAS_GIL and not well_formed(s)]
+    # that a loaded machine makes last (1% of the samples at a load of 12). The moments
+    # between leaf's calls are real too: <module> on its loop condition, middle before its
+    # call (on 3.9/3.10, which allocate a frame object per call, over 1% of the samples).
+    torn = [s for _, status, s in main if status & HAS_GIL and not consistent(s)]
     assert len(torn) < 0.01 * len(main), torn[:5]
     assert data["stats"]["error_rate"] < 1.0, data["stats"]
     replayed = replay_count(out)
