@@ -184,7 +184,9 @@ impl<'a> SampleBatches<'a> {
                 }
             };
             let depth = run.stack.len() as u32;
-            let room = (cap - b.rows).min(self.left);
+            // A run is kept whole (the batch may pass `cap` by up to one run); only a
+            // LIMIT cuts it.
+            let room = self.left;
             let mut push = |i: usize, ts: u64, st: u8| {
                 if n.sample {
                     b.sample.push(first + i as i64);
@@ -427,4 +429,83 @@ pub fn in_order(w: &Wanted, mut cols: Vec<Column>, height: usize) -> PolarsResul
         }
     }
     DataFrame::new(height, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::golden_corpus::golden_bins;
+
+    /// (sample, timestamp, thread slot, status, leaf) of every kept sample, sample by
+    /// sample through the reader and its filter: what the batches must hold.
+    fn expected(
+        file: &TachFile,
+        filter: &SampleFilter,
+        origin: u64,
+    ) -> Vec<(i64, i64, u32, u8, u32)> {
+        let bound = filter.bind(origin);
+        let mut out = Vec::new();
+        let mut i = 0i64;
+        file.for_each_sample(|s| {
+            if bound.keep(s) {
+                let leaf = s.stack.first().copied().unwrap_or(NO_LEAF);
+                out.push((i, s.timestamp_us as i64, s.thread, s.status, leaf));
+            }
+            i += 1;
+        })
+        .unwrap();
+        out
+    }
+
+    fn batched(
+        file: &TachFile,
+        filter: &SampleFilter,
+        origin: u64,
+        rows: usize,
+        limit: Option<usize>,
+    ) -> Vec<(i64, i64, u32, u8, u32)> {
+        let needs = Needs::of(&Wanted(None));
+        let mut batches = SampleBatches::new(file, filter, origin, needs, rows, limit);
+        let mut out = Vec::new();
+        while let Some(b) = batches.next_batch().unwrap() {
+            assert!(b.rows > 0);
+            for r in 0..b.rows {
+                out.push((
+                    b.sample[r],
+                    b.timestamp_us[r],
+                    b.thread[r],
+                    b.status[r],
+                    b.leaf[r],
+                ));
+            }
+        }
+        out
+    }
+
+    /// Batches far shorter than the runs (7 rows, REPEAT runs of thousands) and longer
+    /// ones, with and without a filter and a LIMIT, hold exactly the reader's samples.
+    #[test]
+    fn batches_hold_the_samples_the_reader_keeps() {
+        let gil = SampleFilter::from_options(&[], Some(0.2), Some(2.0), &["has-gil"]).unwrap();
+        for path in golden_bins() {
+            let file = TachFile::open(&path).unwrap();
+            let origin = first_timestamp(&file).unwrap().unwrap_or(0);
+            for filter in [SampleFilter::default(), gil.clone()] {
+                let want = expected(&file, &filter, origin);
+                for rows in [7, 1000, BATCH_ROWS] {
+                    assert_eq!(
+                        batched(&file, &filter, origin, rows, None),
+                        want,
+                        "{path:?}"
+                    );
+                }
+                let some = want.len() / 3;
+                assert_eq!(
+                    batched(&file, &filter, origin, 7, Some(some)),
+                    want[..some],
+                    "{path:?}"
+                );
+            }
+        }
+    }
 }
