@@ -369,11 +369,20 @@ pub fn batch_columns(b: RawBatch, w: &Wanted, ctx: &BatchContext<'_>) -> PolarsR
         cols.push(Column::new("timestamp_us".into(), b.timestamp_us));
     }
     if w.has("thread_id") {
-        let ids: Vec<u64> = b.thread.iter().map(|&s| b.threads[s as usize].0).collect();
+        // Every slot of a batch is in its thread list (added before its first row).
+        let ids: Vec<u64> = b
+            .thread
+            .iter()
+            .map(|&s| b.threads.get(s as usize).map_or(0, |t| t.0))
+            .collect();
         cols.push(Column::new("thread_id".into(), ids));
     }
     if w.has("interpreter_id") {
-        let ids: Vec<u32> = b.thread.iter().map(|&s| b.threads[s as usize].1).collect();
+        let ids: Vec<u32> = b
+            .thread
+            .iter()
+            .map(|&s| b.threads.get(s as usize).map_or(0, |t| t.1))
+            .collect();
         cols.push(Column::new("interpreter_id".into(), ids));
     }
     cols.extend(status_columns(w, &b.status));
