@@ -11,7 +11,7 @@ import dataclasses
 import datetime
 import html
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from . import _native
@@ -34,6 +34,18 @@ def _frame(stream: Any) -> polars.DataFrame:
     import polars
 
     return polars.DataFrame(stream)
+
+
+def _samples_schema() -> dict[str, polars.DataType]:
+    """The ``samples`` columns and their polars types (``tach query --schema``)."""
+    import polars
+
+    types = {
+        "string": polars.String, "boolean": polars.Boolean, "int32": polars.Int32,
+        "int64": polars.Int64, "uint32": polars.UInt32, "uint64": polars.UInt64,
+        "float64": polars.Float64,
+    }
+    return {name: types[t]() for name, t in _native.table_columns("samples")}
 
 
 def _filters(filters: dict[str, Any]) -> dict[str, Any]:
@@ -225,6 +237,48 @@ class Profile:
     def samples(self) -> polars.DataFrame:
         """One row per thread-sample (the ``samples`` query table)."""
         return _frame(self._native.table("samples"))
+
+    def scan(self) -> polars.LazyFrame:
+        """The ``samples`` table as a ``polars.LazyFrame`` that reads the file when
+        collected: only the columns the query uses are built, its filter is applied to
+        each batch as it is decoded (about 512 K rows), and ``head(n)`` stops the decode
+        early, so memory holds the answer and a few batches, not every sample."""
+        from polars.io.plugins import register_io_source
+
+        native = self._native
+
+        def batches(
+            with_columns: list[str] | None,
+            predicate: polars.Expr | None,
+            n_rows: int | None,
+            batch_size: int | None,
+        ) -> Iterator[polars.DataFrame]:
+            import polars
+
+            columns = with_columns
+            if columns is not None and not columns:
+                # No column at all (a row count): build the cheapest one, drop it below.
+                columns = ["depth"]
+            # A LIMIT counts rows after the filter: the native side counts only unfiltered.
+            stream = native.sample_batches(columns, n_rows if predicate is None else None)
+            left = n_rows
+            try:
+                for batch in stream:
+                    df = polars.DataFrame(batch)
+                    if predicate is not None:
+                        df = df.filter(predicate)
+                    if left is not None:
+                        df = df.head(left)
+                        left -= df.height
+                    yield df
+                    if left is not None and left <= 0:
+                        break
+            finally:
+                stream.close()
+
+        return register_io_source(
+            batches, schema=_samples_schema(), is_pure=True, explain_name="tach samples"
+        )
 
     def frames(self) -> polars.DataFrame:
         """The frame table (the ``frames`` query table)."""

@@ -125,6 +125,54 @@ def test_dataframes_have_the_query_schema(table):
     assert df.height > 0
 
 
+@pytest.mark.parametrize("path", SOME + [GOLDEN / "stdlib_tests_large.bin"], ids=lambda p: p.stem)
+def test_scan_equals_samples(path):
+    p = tach.open(path)
+    s = p.samples()
+    lf = p.scan()
+    assert isinstance(lf, pl.LazyFrame)
+    assert lf.collect_schema() == s.schema
+    assert lf.collect().equals(s)
+    # Projections, filters (applied batch by batch), LIMIT and a bare row count.
+    assert lf.select("lineno", "file", "time_s").collect().equals(s.select("lineno", "file", "time_s"))
+    kept = pl.col("has_gil") & (pl.col("time_s") < 1)
+    assert lf.filter(kept).select("sample", "funcname").collect().equals(
+        s.filter(kept).select("sample", "funcname"))
+    assert lf.head(7).collect().equals(s.head(7))
+    assert lf.filter(~kept).head(3).collect().equals(s.filter(~kept).head(3))
+    assert lf.select(pl.len()).collect().item() == s.height
+    top = lambda f: f.group_by("funcname").len().sort("len", "funcname", descending=[True, False]).head(5)
+    assert top(lf).collect().equals(top(s))
+
+
+class _Recorder:
+    """A NativeProfile stand-in that records what each scan asked the native side."""
+
+    def __init__(self, native):
+        self.native, self.asked = native, []
+
+    def sample_batches(self, columns, limit):
+        self.asked.append((columns, limit))
+        return self.native.sample_batches(columns, limit)
+
+
+def test_scan_reads_only_the_columns_asked():
+    p = tach.open(GOLDEN / "threads_mixed.bin")
+    rec = _Recorder(p._native)
+    p._native = rec
+    got = p.scan().group_by("funcname").len().collect()
+    assert rec.asked == [(["funcname"], None)]
+    assert got.sort("funcname").equals(tach.open(GOLDEN / "threads_mixed.bin").samples()
+                                       .group_by("funcname").len().sort("funcname"))
+    # The native batches hold exactly those columns, in the order asked.
+    batch = pl.DataFrame(next(iter(rec.native.sample_batches(["lineno", "thread_id"], None))))
+    assert batch.columns == ["lineno", "thread_id"]
+    p.scan().head(5).collect()
+    assert rec.asked[-1][1] == 5, "head(n) stops the native decode after n rows"
+    with pytest.raises(ValueError, match="no column nope"):
+        rec.native.sample_batches(["nope"], None)
+
+
 def test_string_columns_round_trip():
     # Unicode, emoji, Windows paths, an empty and a 1.5 KB name: Arrow string views
     # (long and inline ones) must arrive intact.

@@ -10,8 +10,12 @@
 //!   one table with a `source` column;
 //! - a stream (`-o -`): the `samples` table alone, as one Parquet file.
 //!
-//! Filters apply to `samples`; `frames` and `stacks` are always the whole file's, so
-//! every `stack_id` and `frame_id` of the kept samples resolves.
+//! `samples` is streamed: the opened file is decoded in batches with the reader's own
+//! filter (`query::batches`), and each batch is encoded as one row group while the next
+//! is decoded, so memory does not grow with the samples. The same pass interns the
+//! stacks, so `stacks` needs no second decode. Filters apply to `samples`; `frames` and
+//! `stacks` are always the whole file's, so every `stack_id` and `frame_id` of the kept
+//! samples resolves.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,9 +23,10 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use super::{Dataset, DatasetExporter, ExportError, ExportInput, Exporter, Result};
+use crate::query::batches::BatchError;
 use crate::query::output::write_parquet;
-use crate::query::QueryEngine;
-use crate::tach::TachFile;
+use crate::query::samples_parquet::write_samples;
+use crate::query::tables::{frames_frame, frames_with_file, stacks_frame, Wanted};
 
 pub struct Parquet;
 
@@ -39,9 +44,8 @@ impl Exporter for Parquet {
         ".parquet"
     }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
-        let engine = engine(input)?;
-        let mut df = table(&engine, input, "samples")?;
-        write_parquet(&mut df, out).map_err(|e| ExportError::Unsupported(e.to_string()))
+        let frames = frames_frame(input.file);
+        samples(input, &frames, out).map(|_| ())
     }
     fn dataset(&self) -> Option<&dyn DatasetExporter> {
         Some(self)
@@ -54,64 +58,36 @@ impl DatasetExporter for Parquet {
     }
 }
 
-fn engine(input: &ExportInput<'_>) -> Result<QueryEngine> {
-    // The query layer owns its files; reopening maps the same bytes again.
-    let path = input.file.path();
-    let file = TachFile::open(path)?;
-    Ok(QueryEngine::from_file(&path.display().to_string(), file))
+/// The `file` column's value: the input path as given.
+fn file_name(input: &ExportInput<'_>) -> String {
+    input.file.path().display().to_string()
 }
 
-fn polars_err<'a>(input: &'a ExportInput<'a>) -> impl Fn(PolarsError) -> ExportError + 'a {
-    move |e| ExportError::Unsupported(format!("{}: {e}", input.file.path().display()))
-}
-
-/// One table with the export's filter applied (to `samples`).
-fn table(engine: &QueryEngine, input: &ExportInput<'_>, name: &str) -> Result<DataFrame> {
-    let mut lf = engine
-        .table(name)
-        .map_err(|e| ExportError::Unsupported(e.to_string()))?;
-    if name == "samples" {
-        if let Some(pred) = filter_expr(input)? {
-            lf = lf.filter(pred);
-        }
-    }
-    lf.collect().map_err(polars_err(input))
-}
-
-/// The sample filter as a polars predicate, with the same arithmetic as
-/// `SampleFilter::bind` so the same samples are kept.
-fn filter_expr(input: &ExportInput<'_>) -> Result<Option<Expr>> {
-    let f = input.filter;
-    let mut preds: Vec<Expr> = Vec::new();
-    for flag in crate::tach::filter::status::FLAGS {
-        if f.status_set & flag.bit != 0 {
-            preds.push(col(flag.column));
-        }
-        if f.status_clear & flag.bit != 0 {
-            preds.push(col(flag.column).not());
-        }
-    }
-    if let Some(threads) = &f.threads {
-        let mut ids: Vec<u64> = threads.iter().copied().collect();
-        ids.sort_unstable();
-        let any = ids
-            .into_iter()
-            .map(|t| col("thread_id").eq(lit(t)))
-            .reduce(|a, b| a.or(b))
-            .unwrap_or(lit(false));
-        preds.push(any);
-    }
-    if f.needs_origin() {
-        let origin = input.origin_us()?.unwrap_or(0) as f64;
-        let ts = col("timestamp_us").cast(DataType::Float64);
-        if let Some(s) = f.start_s {
-            preds.push(ts.clone().gt_eq(lit(origin + s * 1e6)));
-        }
-        if let Some(e) = f.end_s {
-            preds.push(ts.lt(lit(origin + e * 1e6)));
-        }
-    }
-    Ok(preds.into_iter().reduce(|a, b| a.and(b)))
+/// Streams the filtered `samples` table into `out`; returns the file's unique stacks.
+fn samples(
+    input: &ExportInput<'_>,
+    frames: &DataFrame,
+    out: &mut dyn Write,
+) -> Result<crate::tach::index::StackTable> {
+    // A time window is bound to the file's first timestamp before the decode starts
+    // (the input caches it); otherwise it is found beside the decode.
+    let origin = if input.filter.needs_origin() {
+        Some(input.origin_us()?.unwrap_or(0))
+    } else {
+        None
+    };
+    write_samples(
+        input.file,
+        &file_name(input),
+        input.filter,
+        origin,
+        frames,
+        out,
+    )
+    .map_err(|e| match e {
+        BatchError::Read(e) => ExportError::Read(e),
+        other => ExportError::Unsupported(format!("{}: {other}", input.file.path().display())),
+    })
 }
 
 /// Hive partition values are path components: keep them plain.
@@ -139,17 +115,28 @@ fn table_path(dest: &Dataset<'_>, table: &str) -> PathBuf {
 }
 
 fn write_dataset(input: &ExportInput<'_>, dest: &Dataset<'_>) -> Result<()> {
-    let engine = engine(input)?;
-    for name in TABLES {
-        let mut df = table(&engine, input, name)?;
-        let path = table_path(dest, name);
-        write_file(&path, &mut df)?;
-    }
-    Ok(())
+    let name = file_name(input);
+    let frames = frames_frame(input.file);
+    let mut stacks = None;
+    write_file(&table_path(dest, "samples"), |w| {
+        stacks = Some(samples(input, &frames, w)?);
+        Ok(())
+    })?;
+    let polars_err = |e: PolarsError| ExportError::Unsupported(format!("{name}: {e}"));
+    let mut frames_table = frames_with_file(&name, &frames);
+    write_file(&table_path(dest, "frames"), |w| {
+        write_parquet(&mut frames_table, w).map_err(|e| ExportError::Unsupported(e.to_string()))
+    })?;
+    let stacks = stacks.unwrap_or_default();
+    let mut stacks_table =
+        stacks_frame(&name, &stacks, &frames, &Wanted(None)).map_err(polars_err)?;
+    write_file(&table_path(dest, "stacks"), |w| {
+        write_parquet(&mut stacks_table, w).map_err(|e| ExportError::Unsupported(e.to_string()))
+    })
 }
 
 /// Writes through `NAME.partial` and renames, so a failure leaves no partial table.
-fn write_file(path: &Path, df: &mut DataFrame) -> Result<()> {
+fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     let io = |source| ExportError::Io {
         path: path.to_path_buf(),
         source,
@@ -163,8 +150,7 @@ fn write_file(path: &Path, df: &mut DataFrame) -> Result<()> {
     let result = (|| {
         let f = std::fs::File::create(&tmp).map_err(io)?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-        write_parquet(df, &mut w)
-            .map_err(|e| ExportError::Unsupported(format!("{}: {e}", path.display())))?;
+        write(&mut w)?;
         w.flush().map_err(io)?;
         drop(w);
         std::fs::rename(&tmp, path).map_err(io)

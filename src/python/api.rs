@@ -186,6 +186,17 @@ impl NativeProfile {
         Ok(ArrowStream::new(df))
     }
 
+    /// The `samples` table batch by batch, for `Profile.scan()`: `columns` (None: all)
+    /// in that order, at most `limit` rows.
+    #[pyo3(signature = (columns=None, limit=None))]
+    fn sample_batches(
+        &self,
+        columns: Option<Vec<String>>,
+        limit: Option<usize>,
+    ) -> PyResult<super::scan::SampleBatches> {
+        super::scan::start(self.engine.sources()[0].clone(), columns, limit)
+    }
+
     /// One SELECT over this file's tables.
     fn query(&self, py: Python<'_>, sql: String) -> PyResult<ArrowStream> {
         let engine = self.engine.clone();
@@ -335,6 +346,16 @@ fn convert_one(
     }
 }
 
+/// (column, type name) of a query table, as `tach query --schema` shows them.
+#[pyfunction]
+fn table_columns(name: &str) -> PyResult<Vec<(&'static str, &'static str)>> {
+    crate::query::schema_tables()
+        .into_iter()
+        .find(|t| t.name == name)
+        .map(|t| t.columns.iter().map(|c| (c.name, c.ty.name())).collect())
+        .ok_or_else(|| TachError::new_err(format!("no table {name}")))
+}
+
 /// (name, description, extension) of every export format.
 #[pyfunction]
 fn export_formats() -> Vec<(&'static str, &'static str, &'static str)> {
@@ -355,11 +376,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TachError", m.py().get_type::<TachError>())?;
     m.add_class::<ArrowStream>()?;
     m.add_class::<NativeProfile>()?;
+    m.add_class::<super::scan::SampleBatches>()?;
     m.add_class::<super::writer::Writer>()?;
     m.add_function(wrap_pyfunction!(open_profile, m)?)?;
     m.add_function(wrap_pyfunction!(query, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(export_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(table_columns, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use polars::prelude::{CompatLevel, DataFrame, PolarsResult};
+use polars::prelude::{Column, CompatLevel, DataFrame, IntoColumn, PolarsResult};
 use polars_arrow::array::{ArrayRef, StructArray};
 use polars_arrow::datatypes::{ArrowDataType, Field};
 use polars_arrow::ffi::{export_iterator, ArrowArrayStream};
@@ -60,10 +60,12 @@ impl ArrowStream {
     }
 }
 
-/// Record batches as struct arrays, as the C stream interface wants them.
+/// Record batches as struct arrays, as the C stream interface wants them: one batch per
+/// chunk (the `samples` table comes as one chunk per decoded batch).
 fn stream_of(df: &mut DataFrame) -> ArrowArrayStream {
     let compat = CompatLevel::newest();
-    // iter_chunks needs aligned chunks.
+    chunk_scalars_like_the_rest(df);
+    // iter_chunks needs aligned chunks (a no-op when they are, as built here).
     df.align_chunks();
     let fields: Vec<Field> = df
         .columns()
@@ -82,4 +84,40 @@ fn stream_of(df: &mut DataFrame) -> ArrowArrayStream {
         Box::new(batches.into_iter()),
         Field::new("".into(), dtype, false),
     )
+}
+
+/// A scalar column (the `file` column: one value for every row) materializes as one
+/// chunk, which would make `align_chunks` copy every other column into one chunk too.
+/// Materialize it chunk by chunk like the first series column instead.
+fn chunk_scalars_like_the_rest(df: &mut DataFrame) {
+    let lengths: Vec<usize> = match df.columns().iter().find_map(|c| c.as_series()) {
+        Some(s) if s.n_chunks() > 1 => s.chunk_lengths().collect(),
+        _ => return,
+    };
+    let height = df.height();
+    // Columns are Arc'd: the copy is cheap, and the frame stays whole if this fails.
+    let mut cols: Vec<Column> = df.columns().to_vec();
+    for c in cols.iter_mut() {
+        let Some(sc) = c.as_scalar_column() else {
+            continue;
+        };
+        let (name, scalar) = (sc.name().clone(), sc.scalar().clone());
+        let mut chunks = lengths.iter().map(|&n| {
+            Column::new_scalar(name.clone(), scalar.clone(), n).take_materialized_series()
+        });
+        let Some(mut series) = chunks.next() else {
+            continue;
+        };
+        // Appending keeps each piece as its own chunk (no copy); the lengths add up to
+        // the height, so a failure here leaves the column as it was.
+        if chunks
+            .try_for_each(|s| series.append_owned(s).map(|_| ()))
+            .is_ok()
+        {
+            *c = series.into_column();
+        }
+    }
+    if let Ok(chunked) = DataFrame::new(height, cols) {
+        *df = chunked;
+    }
 }

@@ -6,6 +6,7 @@ mod api;
 mod arrow;
 mod record;
 mod report;
+mod scan;
 mod writer;
 
 #[pymodule]

@@ -6,13 +6,15 @@
 //! - [`guard`] refuses anything but one SELECT over the registered tables.
 //! - [`output`] prints or writes results.
 
+pub(crate) mod batches;
 mod guard;
 pub(crate) mod opnames;
 pub mod output;
 mod pushdown;
+pub(crate) mod samples_parquet;
 mod schema;
 mod semantics;
-mod tables;
+pub(crate) mod tables;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

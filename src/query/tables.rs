@@ -15,12 +15,15 @@ use std::sync::{Arc, OnceLock};
 
 use polars::prelude::*;
 
+use super::batches::{
+    batch_columns, in_order, pipeline, BatchContext, BatchError, Needs, Origin, BATCH_ROWS,
+};
 use super::opnames::opname;
 use super::pushdown::{GROUPED_TABLE, WEIGHT_COLUMN};
 use crate::tach::counts::{GroupCount, StackCounts};
 use crate::tach::filter::status as flag;
 use crate::tach::index::StackTable;
-use crate::tach::TachFile;
+use crate::tach::{SampleFilter, TachFile};
 
 /// One opened input and what the scans share about it.
 pub struct Source {
@@ -32,6 +35,8 @@ pub struct Source {
     /// shared by the `stacks`, `stack_counts` and grouped sample scans (polars may run
     /// them at once: the others wait for the first instead of decoding again).
     aggregate: OnceLock<Result<Arc<StackCounts>, String>>,
+    /// The profile's first timestamp (the origin of `time_s`), once a scan found it.
+    pub(crate) origin: OnceLock<u64>,
 }
 
 impl Source {
@@ -41,6 +46,7 @@ impl Source {
             file,
             frames: OnceLock::new(),
             aggregate: OnceLock::new(),
+            origin: OnceLock::new(),
         }
     }
 
@@ -59,10 +65,6 @@ impl Source {
             .clone()
             .map_err(|e| PolarsError::ComputeError(e.into()))
     }
-}
-
-fn read_err(e: crate::tach::TachError) -> PolarsError {
-    PolarsError::ComputeError(e.to_string().into())
 }
 
 /// The tables every query can use, in `--schema` order (see `schema.rs`).
@@ -133,7 +135,7 @@ fn opt_i32(v: i32) -> Option<i32> {
 
 /// The frames table of one file, without `file`. Columns are in `frame_fields` order
 /// after `frame_id`.
-fn frames_frame(file: &TachFile) -> DataFrame {
+pub(crate) fn frames_frame(file: &TachFile) -> DataFrame {
     let frames = file.frames();
     let n = frames.len();
     let ids: Vec<u32> = (0..n as u32).collect();
@@ -173,7 +175,7 @@ fn frames_frame(file: &TachFile) -> DataFrame {
 }
 
 /// A `file` column holding one value: a scalar column costs no memory per row.
-fn file_column(name: &str, len: usize) -> Column {
+pub(crate) fn file_column(name: &str, len: usize) -> Column {
     Column::new_scalar(
         "file".into(),
         Scalar::new(DataType::String, AnyValue::StringOwned(name.into())),
@@ -201,11 +203,11 @@ fn gather_frame_columns(
     Ok(out)
 }
 
-/// Which columns a scan must build.
-struct Wanted(Option<Arc<[PlSmallStr]>>);
+/// Which columns a scan must build (`None`: all).
+pub(crate) struct Wanted(pub(crate) Option<Arc<[PlSmallStr]>>);
 
 impl Wanted {
-    fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.0
             .as_ref()
             .is_none_or(|cols| cols.iter().any(|c| c.as_str() == name))
@@ -271,142 +273,89 @@ impl AnonymousScan for SamplesScan {
         true
     }
     fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
-        let src = &self.0;
         let w = Wanted(args.with_columns.clone());
-        let limit = args.n_rows.unwrap_or(usize::MAX);
-        let want_ts = w.has("timestamp_us") || w.has("time_s");
-        let want_status = w.has("status") || flag::FLAGS.iter().any(|f| w.has(f.column));
-        let want_leaf =
-            w.has("frame_id") || ["funcname", "filename", "lineno"].iter().any(|c| w.has(c));
-        let want_stack = w.has("stack_id");
-        // Asked once, not per sample (each `has` scans the projected names).
-        let want_tid = w.has("thread_id");
-        let want_iid = w.has("interpreter_id");
-        let want_depth = w.has("depth");
-        let mut ts: Vec<i64> = Vec::new();
-        let mut tid: Vec<u64> = Vec::new();
-        let mut iid: Vec<u32> = Vec::new();
-        let mut status: Vec<u8> = Vec::new();
-        let mut stack_id: Vec<u32> = Vec::new();
-        let mut depth: Vec<u32> = Vec::new();
-        // Leaf frame ids; an empty stack stores NO_LEAF and becomes a null.
-        let mut leaf: Vec<IdxSize> = Vec::new();
-        let mut empty_stacks = false;
-        let mut table = StackTable::default();
-        // Per decoder thread slot, the stack id of its current stack: a REPEAT record
-        // (stack unchanged) reuses it instead of hashing the stack again.
-        let mut current: Vec<Option<u32>> = Vec::new();
-        let mut n = 0usize;
-        let mut stream = src.file.samples();
-        while n < limit {
-            let Some(s) = stream.next_sample().map_err(read_err)? else {
-                break;
-            };
-            if want_ts {
-                ts.push(s.timestamp_us as i64);
-            }
-            if want_tid {
-                tid.push(s.thread_id);
-            }
-            if want_iid {
-                iid.push(s.interpreter_id);
-            }
-            if want_status {
-                status.push(s.status);
-            }
-            if want_stack {
-                let slot = s.thread as usize;
-                if slot >= current.len() {
-                    current.resize(slot + 1, None);
-                }
-                let id = match current[slot] {
-                    Some(id) if !s.stack_changed => id,
-                    _ => {
-                        let id = table.intern(s.stack);
-                        current[slot] = Some(id);
-                        id
-                    }
-                };
-                stack_id.push(id);
-            }
-            if want_depth {
-                depth.push(s.stack.len() as u32);
-            }
-            if want_leaf {
-                match s.stack.first() {
-                    Some(&f) => leaf.push(f as IdxSize),
-                    None => {
-                        empty_stacks = true;
-                        leaf.push(NO_LEAF);
-                    }
-                }
-            }
-            n += 1;
-        }
-        let mut cols = Vec::new();
-        if w.has("file") {
-            cols.push(file_column(&src.name, n));
-        }
-        if w.has("sample") {
-            cols.push(Column::new(
-                "sample".into(),
-                (0..n as i64).collect::<Vec<_>>(),
-            ));
-        }
-        if w.has("time_s") {
-            // The profile's first sample is its smallest timestamp (threads are not
-            // written in time order).
-            let origin = if n < limit {
-                ts.iter().copied().min().unwrap_or(0)
-            } else {
-                // A LIMIT stopped the decode early: the origin is the whole file's.
-                crate::tach::index::first_timestamp(&src.file)
-                    .map_err(read_err)?
-                    .map_or(0, |o| o as i64)
-            };
-            let secs: Vec<f64> = ts.iter().map(|&t| (t - origin) as f64 / 1e6).collect();
-            cols.push(Column::new("time_s".into(), secs));
-        }
-        if w.has("timestamp_us") {
-            cols.push(Column::new("timestamp_us".into(), ts));
-        }
-        if w.has("thread_id") {
-            cols.push(Column::new("thread_id".into(), tid));
-        }
-        if w.has("interpreter_id") {
-            cols.push(Column::new("interpreter_id".into(), iid));
-        }
-        if want_status {
-            cols.extend(status_columns(&w, &status));
-        }
-        if want_stack {
-            cols.push(Column::new("stack_id".into(), stack_id));
-        }
-        if w.has("depth") {
-            cols.push(Column::new("depth".into(), depth));
-        }
-        if want_leaf {
-            let ids = if empty_stacks {
-                IdxCa::from_iter_options(
-                    "frame_id".into(),
-                    leaf.into_iter().map(|f| (f != NO_LEAF).then_some(f)),
-                )
-            } else {
-                IdxCa::from_vec("frame_id".into(), leaf)
-            };
-            if w.has("frame_id") {
-                cols.push(ids.clone().into_series().into_column());
-            }
-            let wanted = |c: &str| matches!(c, "funcname" | "filename" | "lineno") && w.has(c);
-            cols.extend(gather_frame_columns(src.frames(), &ids, &wanted, &|c| {
-                c.to_string()
-            })?);
-        }
-        ordered(&samples_schema(), &w, cols, n)
+        samples_frame(&self.0, &w, args.n_rows)
     }
 }
 
-fn status_columns(w: &Wanted, status: &[u8]) -> Vec<Column> {
+/// The `samples` table of one file, the columns `w` asks for (at most `limit` rows):
+/// one chunk per decoded batch, and `file` one scalar column over all of them.
+pub fn samples_frame(src: &Source, w: &Wanted, limit: Option<usize>) -> PolarsResult<DataFrame> {
+    let without_file = Wanted(Some(
+        samples_schema()
+            .iter_names()
+            .filter(|n| n.as_str() != "file" && w.has(n))
+            .cloned()
+            .collect(),
+    ));
+    let mut out: Option<DataFrame> = None;
+    for_each_samples_batch(src, &without_file, limit, |df| {
+        match &mut out {
+            Some(acc) => {
+                acc.vstack_mut_owned(df)?;
+            }
+            None => out = Some(df),
+        }
+        Ok(())
+    })
+    .map_err(|e| PolarsError::ComputeError(e.to_string().into()))?;
+    let mut df = match out {
+        Some(df) => df,
+        None => DataFrame::empty_with_schema(&projected(&without_file)),
+    };
+    let height = df.height();
+    if w.has("file") {
+        df.with_column(file_column(&src.name, height))?;
+    }
+    in_order(w, df.into_columns(), height)
+}
+
+/// Calls `each` with the `samples` table of one file batch by batch (the columns `w`
+/// asks for, in its order; at most `limit` rows in all): batches decoded on one core and
+/// built into columns on another (`super::batches`).
+pub fn for_each_samples_batch(
+    src: &Source,
+    w: &Wanted,
+    limit: Option<usize>,
+    mut each: impl FnMut(DataFrame) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
+    let needs = Needs::of(w);
+    let origin = match (w.has("time_s"), src.origin.get()) {
+        (false, _) => Origin::Unneeded,
+        (true, Some(&o)) => Origin::Known(o),
+        (true, None) => Origin::Find,
+    };
+    let frames = src.frames();
+    let everything = SampleFilter::default();
+    let end = pipeline(
+        &src.file,
+        &everything,
+        origin,
+        needs,
+        BATCH_ROWS,
+        limit,
+        |b, origin_us| {
+            let rows = b.rows;
+            let ctx = BatchContext {
+                name: &src.name,
+                frames,
+                origin_us: origin_us as i64,
+            };
+            each(in_order(w, batch_columns(b, w, &ctx)?, rows)?)
+        },
+    )?;
+    if let Some(o) = end.origin_us {
+        let _ = src.origin.set(o);
+    }
+    Ok(())
+}
+
+/// The `samples` schema restricted to what `w` asks for.
+fn projected(w: &Wanted) -> Schema {
+    Schema::from_iter(samples_schema().iter_fields().filter(|f| w.has(f.name())))
+}
+
+pub(crate) fn status_columns(w: &Wanted, status: &[u8]) -> Vec<Column> {
     let mut cols = Vec::new();
     if w.has("status") {
         cols.push(Column::new(
@@ -576,34 +525,42 @@ impl AnonymousScan for StacksScan {
     fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
         let w = Wanted(args.with_columns.clone());
         let agg = self.0.aggregate()?;
-        let table = &agg.stacks;
-        let mut sid = Vec::new();
-        let mut pos = Vec::new();
-        let mut fid = Vec::new();
-        for id in 0..table.len() as u32 {
-            for (p, &f) in table.get(id).iter().enumerate() {
-                sid.push(id);
-                pos.push(p as u32);
-                fid.push(f);
-            }
-        }
-        let n = sid.len();
-        let mut cols = vec![
-            file_column(&self.0.name, n),
-            Column::new("stack_id".into(), sid),
-            Column::new("position".into(), pos),
-        ];
-        let ids = IdxCa::from_vec("frame_id".into(), fid);
-        cols.extend(gather_frame_columns(
-            self.0.frames(),
-            &ids,
-            &|c| w.has(c),
-            &|c| c.to_string(),
-        )?);
-        cols.push(ids.into_series().into_column());
-        cols.retain(|c| w.has(c.name()));
-        first_rows(ordered(&stacks_schema(), &w, cols, n)?, args.n_rows)
+        let df = stacks_frame(&self.0.name, &agg.stacks, self.0.frames(), &w)?;
+        first_rows(df, args.n_rows)
     }
+}
+
+/// The `stacks` table of one file from its unique stacks (ids in first-seen order), the
+/// columns `w` asks for: the query's scan and the Parquet exporter build it here.
+pub(crate) fn stacks_frame(
+    name: &str,
+    table: &StackTable,
+    frames: &DataFrame,
+    w: &Wanted,
+) -> PolarsResult<DataFrame> {
+    let mut sid = Vec::new();
+    let mut pos = Vec::new();
+    let mut fid = Vec::new();
+    for id in 0..table.len() as u32 {
+        for (p, &f) in table.get(id).iter().enumerate() {
+            sid.push(id);
+            pos.push(p as u32);
+            fid.push(f);
+        }
+    }
+    let n = sid.len();
+    let mut cols = vec![
+        file_column(name, n),
+        Column::new("stack_id".into(), sid),
+        Column::new("position".into(), pos),
+    ];
+    let ids = IdxCa::from_vec("frame_id".into(), fid);
+    cols.extend(gather_frame_columns(frames, &ids, &|c| w.has(c), &|c| {
+        c.to_string()
+    })?);
+    cols.push(ids.into_series().into_column());
+    cols.retain(|c| w.has(c.name()));
+    ordered(&stacks_schema(), w, cols, n)
 }
 
 /// The columns of a distinct stacks table: `columns`, in that order.
@@ -815,13 +772,15 @@ impl AnonymousScan for StackCountsScan {
 
 /// The `frames` table of one file.
 fn frames_lf(src: &Arc<Source>) -> LazyFrame {
-    let df = src.frames().clone();
-    let n = df.height();
-    let mut cols = vec![file_column(&src.name, n)];
-    cols.extend(df.columns().iter().cloned());
-    DataFrame::new(n, cols)
-        .unwrap_or_else(|_| DataFrame::empty_with_schema(&frames_schema()))
-        .lazy()
+    frames_with_file(&src.name, src.frames()).lazy()
+}
+
+/// The `frames` table: the file's frames (see [`frames_frame`]) after a `file` column.
+pub(crate) fn frames_with_file(name: &str, frames: &DataFrame) -> DataFrame {
+    let n = frames.height();
+    let mut cols = vec![file_column(name, n)];
+    cols.extend(frames.columns().iter().cloned());
+    DataFrame::new(n, cols).unwrap_or_else(|_| DataFrame::empty_with_schema(&frames_schema()))
 }
 
 /// One table over all sources.
