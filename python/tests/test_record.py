@@ -750,11 +750,11 @@ def test_stop_start_cycles_and_api(tmp_path):
 
         # Refused by the code that checks `tach record`'s flags, with its messages.
         for kwargs, says in [
-            (dict(mode="bogus"), "unknown mode \"bogus\" (expected wall, cpu, gil or exception)"),
+            (dict(mode="bogus"), 'unknown mode "bogus" (expected wall, cpu, gil or exception)'),
             (dict(rate=0), "the rate must be a positive number of samples per second, not 0"),
             (dict(rate=float("nan")), "the rate must be a positive number"),
             (dict(interval_us=0), "interval_us must be at least 1"),
-            (dict(compression="lz4"), "unknown compression \"lz4\""),
+            (dict(compression="lz4"), 'unknown compression "lz4"'),
             (dict(duration=-1), "the duration must be a positive number of seconds"),
         ]:
             try:
