@@ -29,7 +29,6 @@ mod elf;
 pub(crate) mod external;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod layout;
-mod layouts_generated;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod linetable;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
@@ -41,7 +40,6 @@ mod ptrace_pause;
 pub(crate) mod resolve;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod sampler;
-mod static_layout;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) mod target;
 
