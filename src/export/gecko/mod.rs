@@ -116,6 +116,29 @@ const REPLAY_EVERY: usize = 1 << 16;
 /// than in parallel into a buffer of their own.
 const STREAM_SAMPLES: usize = 1 << 16;
 
+/// The samples of the threads serialised in parallel at once (see `thread_groups`).
+const GROUP_SAMPLES: usize = 1 << 18;
+
+/// Consecutive runs of threads to serialise in parallel: up to 64 threads, and up to
+/// about GROUP_SAMPLES samples of buffered text (a streamed thread buffers none).
+fn thread_groups(threads: &[Thread]) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut start, mut samples) = (0, 0);
+    for (i, th) in threads.iter().enumerate() {
+        if th.samples.len() <= STREAM_SAMPLES {
+            samples += th.samples.len();
+        }
+        if i + 1 - start == 64 || samples >= GROUP_SAMPLES {
+            groups.push(start..i + 1);
+            (start, samples) = (i + 1, 0);
+        }
+    }
+    if start < threads.len() {
+        groups.push(start..threads.len());
+    }
+    groups
+}
+
 struct Batch {
     slot: u32,
     status: u8,
@@ -362,17 +385,19 @@ fn export_gecko(input: &ExportInput<'_>, out: &mut dyn Write, replay_every: usiz
          \"extensions\":{{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0}}}},\"libs\":[],\"threads\":["
     );
     // Threads are serialised independently on all cores, then written in order;
-    // groups of 64 bound the memory held at once. A thread with more samples than
+    // groups of at most 64 threads and GROUP_SAMPLES samples bound the text held at
+    // once (about 20 bytes a sample). A thread with more samples than
     // STREAM_SAMPLES is instead written straight out in its turn, block by block: its
     // text would otherwise be held whole (tens of megabytes for a busy thread of a long
     // recording).
     let mut first = true;
     let mut failed: Option<std::io::Error> = None;
-    for group in b.threads.chunks(64) {
+    for group in thread_groups(&b.threads) {
+        let group = &b.threads[group];
         let parts: Vec<Option<Vec<u8>>> = group
             .par_iter()
             .map(|th| {
-                (th.samples.stack.len() <= STREAM_SAMPLES).then(|| {
+                (th.samples.len() <= STREAM_SAMPLES).then(|| {
                     let mut part = Vec::with_capacity(64 * 1024);
                     push_thread(&mut part, th, &mut |_| {});
                     part

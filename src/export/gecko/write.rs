@@ -32,22 +32,28 @@ pub(super) fn push_list<T>(buf: &mut Vec<u8>, items: &[T], mut each: impl FnMut(
 /// long as its frame table).
 pub(super) fn push_repeat(buf: &mut Vec<u8>, item: &str, n: usize) {
     buf.push(b'[');
-    if n > 0 {
-        buf.extend_from_slice(item.as_bytes());
-        let unit = item.len() + 1;
-        let mut block = Vec::with_capacity(unit * n.min(256));
-        for _ in 0..n.min(256) {
-            block.push(b',');
-            block.extend_from_slice(item.as_bytes());
-        }
-        let mut left = n - 1;
-        while left > 0 {
-            let take = left.min(256);
-            buf.extend_from_slice(&block[..take * unit]);
-            left -= take;
-        }
-    }
+    push_items(buf, item, n);
     buf.push(b']');
+}
+
+/// `item,item,...` with `n` items (nothing for 0), copied in blocks.
+fn push_items(buf: &mut Vec<u8>, item: &str, n: usize) {
+    if n == 0 {
+        return;
+    }
+    buf.extend_from_slice(item.as_bytes());
+    let unit = item.len() + 1;
+    let mut block = Vec::with_capacity(unit * n.min(256));
+    for _ in 0..n.min(256) {
+        block.push(b',');
+        block.extend_from_slice(item.as_bytes());
+    }
+    let mut left = n - 1;
+    while left > 0 {
+        let take = left.min(256);
+        buf.extend_from_slice(&block[..take * unit]);
+        left -= take;
+    }
 }
 
 pub(super) fn push_opt_u32(buf: &mut Vec<u8>, v: u32) {
@@ -82,31 +88,38 @@ pub(super) fn push_thread(buf: &mut Vec<u8>, th: &Thread, flush: &mut dyn FnMut(
     );
     // The sample columns are as long as the thread's samples: written in blocks,
     // handed to `flush` between them.
-    let n = th.samples.stack.len();
+    let n = th.samples.len();
     buf.push(b'[');
-    for start in (0..n).step_by(SAMPLE_BLOCK) {
-        let block = &th.samples.stack[start..(start + SAMPLE_BLOCK).min(n)];
-        for (i, &v) in block.iter().enumerate() {
-            if start + i > 0 {
-                buf.push(b',');
-            }
-            push_opt_u32(buf, v);
+    for (i, v) in th.samples.stacks().enumerate() {
+        if i > 0 {
+            buf.push(b',');
         }
-        flush(buf);
+        push_opt_u32(buf, v);
+        if (i + 1) % SAMPLE_BLOCK == 0 {
+            flush(buf);
+        }
     }
+    flush(buf);
     buf.extend_from_slice(b"],\"time\":[");
-    for start in (0..n).step_by(SAMPLE_BLOCK) {
-        let end = (start + SAMPLE_BLOCK).min(n);
-        for (i, v) in th.samples.time.ms(start..end).enumerate() {
-            if start + i > 0 {
-                buf.push(b',');
-            }
-            push_float(buf, v);
+    for (i, v) in th.samples.times_ms().enumerate() {
+        if i > 0 {
+            buf.push(b',');
         }
+        push_float(buf, v);
+        if (i + 1) % SAMPLE_BLOCK == 0 {
+            flush(buf);
+        }
+    }
+    flush(buf);
+    buf.extend_from_slice(b"],\"eventDelay\":[");
+    for start in (0..n).step_by(SAMPLE_BLOCK) {
+        if start > 0 {
+            buf.push(b',');
+        }
+        push_items(buf, "null", (n - start).min(SAMPLE_BLOCK));
         flush(buf);
     }
-    buf.extend_from_slice(b"],\"eventDelay\":");
-    push_repeat(buf, "null", n);
+    buf.push(b']');
     let _ = write!(
         buf,
         ",\"weight\":null,\"weightType\":\"samples\",\"length\":{n}}},\"stackTable\":{{\"frame\":"
