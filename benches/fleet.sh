@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The fleet benchmark (issue 18; docs/performance.md, "A fleet of recordings"):
+#   1. a simulated fleet of COUNT recordings cut from real ones (examples/make_fleet:
+#      rates of 100 Hz-10 kHz, 2,000-60,000 samples, thread subsets, per-host ids);
+#   2. `tach export --parquet --out-dir` converts them: files/s, samples/s, peak memory;
+#      then the same command again (an incremental dataset: nothing left to write);
+#   3. one question asked three ways, end to end: `tach query` over the TACH files,
+#      `tach query` over the dataset, DuckDB and Spark (local mode) over the dataset.
+#
+#   benches/fleet.sh [COUNT] [RUNS]     # default 1000 recordings, 3 runs of each query
+#
+# Needs an optimised tach with the query feature (TACH, default target/release/tach:
+# `cargo build --release --bin tach --example make_fleet`) and a Python with duckdb
+# and pyspark (PY, default python3; tests/python/requirements*.txt) and Java 17 for
+# Spark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+count=${1:-1000}
+runs=${2:-3}
+tach=${TACH:-target/release/tach}
+make_fleet=${MAKE_FLEET:-target/release/examples/make_fleet}
+py=${PY:-python3}
+fleet=target/fleet
+g=golden/cpython-3.15.2
+big=target/bench/testsuite_20khz.bin
+[ -s "$big" ] || scripts/make-big-recording "$big" 60
+
+rm -rf "$fleet"
+"$make_fleet" "$fleet/tach" "$count" $g/stdlib_tests_large.bin $g/threads_mixed.bin \
+  $g/cpu_recursive.bin $g/deep_recursion.bin $g/threads_mixed_gil.bin "$big"
+samples=$("$tach" query --format csv "select count(*) as n from samples" "$fleet"/tach/*.bin | tail -1)
+echo "fleet: $count recordings, $samples samples, $(du -sh "$fleet/tach" | cut -f1)"
+
+echo "== convert: tach export --parquet --out-dir (first time, then again)"
+for pass in first again; do
+  /usr/bin/time -f "%e %M" -o "$fleet/time" "$tach" export --parquet --out-dir "$fleet/ds" "$fleet"/tach/*.bin >/dev/null 2>&1
+  read -r secs kb <"$fleet/time"
+  awk -v p="$pass" -v s="$secs" -v kb="$kb" -v n="$count" -v k="$samples" 'BEGIN {
+    printf "%s: %.2f s, %.0f files/s, %.2f M samples/s, peak %.0f MB\n", p, s, n / s, k / s / 1e6, kb / 1024 }'
+done
+echo "dataset: $(du -sh "$fleet/ds" | cut -f1)"
+
+top_self="select funcname, count(*) as n from samples group by funcname order by n desc, funcname limit 10"
+echo "== the same question: top self functions over the fleet"
+files=$(echo "$fleet"/tach/*.bin)
+python3 benches/time_rss.py -n "$runs" \
+  "$tach query --format csv '$top_self' $files" \
+  "$tach query --format csv '$top_self' $fleet/ds" \
+  "$py benches/fleet_query.py duckdb top_self $fleet/ds" \
+  "$py benches/fleet_query.py spark top_self $fleet/ds"
