@@ -796,7 +796,8 @@ struct QueryArgs {
     /// The SQL query (one SELECT).
     #[arg(required_unless_present = "schema")]
     sql: Option<String>,
-    /// TACH files or glob patterns; several files are one table with a `file` column.
+    /// TACH files, Parquet exports or datasets (directories) or glob patterns; several
+    /// inputs are one table with a `file` column.
     #[arg(required_unless_present = "schema")]
     files: Vec<PathBuf>,
     /// Print the tables and their columns.
