@@ -1,11 +1,13 @@
 //! `tach query` over Parquet (exports and hive datasets) against the same query over the
-//! TACH files they were written from.
+//! TACH files they were written from, and incremental `tach export --parquet --out-dir`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::SystemTime;
 
 use polars::prelude::*;
-use tach::query::QueryEngine;
+use tach::query::{QueryEngine, SCHEMA_VERSION};
 
 use crate::common::{golden_bins, golden_path};
 
@@ -263,5 +265,217 @@ fn a_filter_on_file_reads_only_that_partition() {
     assert!(
         plan.contains("PROJECT 2/"),
         "projection not pushed down:\n{plan}"
+    );
+}
+
+/// Every file under `dir` with its modification time.
+fn listing(dir: &Path) -> BTreeMap<PathBuf, SystemTime> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            out.insert(e.path(), meta.modified().unwrap());
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+fn hidden_entries(listing: &BTreeMap<PathBuf, SystemTime>) -> Vec<&PathBuf> {
+    listing
+        .keys()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect()
+}
+
+fn count_by_file(ds: &Path) -> Vec<(String, i64)> {
+    let e = QueryEngine::open(&[ds.to_path_buf()]).unwrap();
+    let df = run(
+        &e,
+        "select file, count(*) as n from samples group by file order by file",
+    );
+    let files = df.column("file").unwrap().str().unwrap().clone();
+    let n = df.column("n").unwrap().i64().unwrap().clone();
+    files
+        .iter()
+        .zip(n.iter())
+        .map(|(f, n)| (f.unwrap().to_string(), n.unwrap()))
+        .collect()
+}
+
+#[test]
+fn incremental_dataset_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let (a, b, c) = (
+        golden_path("threads_mixed.bin"),
+        golden_path("cpu_recursive.bin"),
+        golden_path("deep_recursion.bin"),
+    );
+    export_dataset(&ds, &[a.clone(), b.clone()], &[]);
+    let first = listing(&ds);
+    assert_eq!(
+        first
+            .keys()
+            .filter(|p| p.ends_with("part-0.parquet"))
+            .count(),
+        6
+    );
+
+    // The same conversion again: nothing written, nothing touched.
+    let out = export_dataset(&ds, &[a.clone(), b.clone()], &[]);
+    assert_eq!(listing(&ds), first, "a rerun changed the dataset");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("unchanged").count(), 2, "{err}");
+
+    // One more input: only its partitions are new.
+    export_dataset(&ds, &[a.clone(), b.clone(), c.clone()], &[]);
+    let second = listing(&ds);
+    for (path, mtime) in &first {
+        // The table directories get the new entries; no file is touched.
+        if path.is_file() {
+            assert_eq!(second.get(path), Some(mtime), "{} changed", path.display());
+        }
+    }
+    let new: Vec<_> = second.keys().filter(|p| !first.contains_key(*p)).collect();
+    assert_eq!(new.len(), 6, "{new:?}"); // three partition directories, three files
+    assert!(new
+        .iter()
+        .all(|p| p.to_string_lossy().contains("source=deep_recursion")));
+    assert!(
+        hidden_entries(&second).is_empty(),
+        "{:?}",
+        hidden_entries(&second)
+    );
+
+    // Every partition file records its source and the schema version.
+    let bytes = std::fs::read(&b).unwrap();
+    for t in ["samples", "frames", "stacks"] {
+        let f = ds
+            .join(t)
+            .join("source=cpu_recursive")
+            .join("part-0.parquet");
+        let meta =
+            polars_parquet::read::read_metadata(&mut std::fs::File::open(&f).unwrap()).unwrap();
+        let kv: BTreeMap<String, String> = meta
+            .key_value_metadata()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.key, e.value.unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            kv["tach.schema_version"],
+            SCHEMA_VERSION.to_string(),
+            "{f:?}"
+        );
+        assert_eq!(kv["tach.source.name"], "cpu_recursive.bin");
+        assert_eq!(kv["tach.source.size"], bytes.len().to_string());
+        assert_eq!(
+            kv["tach.source.xxh3"],
+            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes))
+        );
+        assert!(
+            kv.contains_key("ARROW:schema"),
+            "polars' Arrow schema is kept"
+        );
+    }
+}
+
+#[test]
+fn a_changed_source_is_refused_unless_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let run_bin = dir.path().join("run.bin");
+    std::fs::copy(golden_path("cpu_recursive.bin"), &run_bin).unwrap();
+    export_dataset(&ds, std::slice::from_ref(&run_bin), &[]);
+    let before = listing(&ds);
+    let counts = count_by_file(&ds);
+
+    // Same name, other content: refused, and the dataset is as it was.
+    std::fs::copy(golden_path("threads_mixed.bin"), &run_bin).unwrap();
+    let mut args = vec![
+        os("export"),
+        os("--parquet"),
+        os("--out-dir"),
+        ds.as_os_str(),
+    ];
+    args.push(run_bin.as_os_str());
+    let out = tach(&args);
+    assert!(!out.status.success(), "a changed source was accepted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("source=run"), "{err}");
+    assert!(err.contains("written from another source"), "{err}");
+    assert!(err.contains("--replace"), "{err}");
+    assert_eq!(listing(&ds), before);
+    assert_eq!(count_by_file(&ds), counts);
+
+    // --replace writes it again from the new file.
+    let out = export_dataset(&ds, std::slice::from_ref(&run_bin), &["--replace"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("replaced"));
+    let files = QueryEngine::open(std::slice::from_ref(&run_bin)).unwrap();
+    let dataset = QueryEngine::open(std::slice::from_ref(&ds)).unwrap();
+    assert_same("select * from samples order by sample", &files, &dataset);
+    assert_same(
+        "select * from stacks order by stack_id, position",
+        &files,
+        &dataset,
+    );
+    assert!(hidden_entries(&listing(&ds)).is_empty());
+
+    // Two inputs of one name in one call: the second is refused.
+    let other = dir.path().join("sub");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::copy(golden_path("deep_recursion.bin"), other.join("run.bin")).unwrap();
+    let ds2 = dir.path().join("ds2");
+    let out = tach(&[
+        os("export"),
+        os("--parquet"),
+        os("--out-dir"),
+        ds2.as_os_str(),
+        run_bin.as_os_str(),
+        other.join("run.bin").as_os_str(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("partition name"));
+}
+
+#[test]
+fn leftovers_of_an_interrupted_run_are_invisible_and_cleaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let a = golden_path("cpu_recursive.bin");
+    export_dataset(&ds, std::slice::from_ref(&a), &[]);
+    let counts = count_by_file(&ds);
+    // What a killed run leaves: its hidden temporary directory (of a process that no
+    // longer runs), holding whole or partial tables.
+    let stale = ds.join(".tach-cpu_recursive-999999999-0");
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    };
+    let part = ds.join("samples/source=cpu_recursive/part-0.parquet");
+    copy(&part, &stale.join("samples/part-0.parquet"));
+    // A half-renamed partition of another source, as hidden as the export leaves it.
+    copy(
+        &part,
+        &ds.join("samples/.source=ghost.old-999999999/part-0.parquet"),
+    );
+    assert_eq!(
+        count_by_file(&ds),
+        counts,
+        "tach query read a hidden directory"
+    );
+    export_dataset(&ds, std::slice::from_ref(&a), &[]);
+    assert!(
+        !stale.exists(),
+        "the stale temporary directory is still there"
     );
 }
