@@ -238,6 +238,10 @@ struct ExportArgs {
     /// Convert every input into this directory, in parallel.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
+    /// With --out-dir and a dataset format (Parquet): write a partition again when it
+    /// was written from another file of the same name (otherwise an error).
+    #[arg(long, requires = "out_dir")]
+    replace: bool,
     #[command(flatten)]
     filter: FilterArgs,
     /// Title for formats that show one (default: the input file name).
@@ -691,6 +695,7 @@ fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {
     let filter = args.filter.build()?;
     let mut options = ExportOptions {
         title: args.title.clone(),
+        replace: args.replace,
         ..ExportOptions::default()
     };
     args.format_options.apply(exporter.name(), &mut options)?;
@@ -754,7 +759,14 @@ fn export_many(
     let failed: Vec<_> = results.iter().filter(|c| c.result.is_err()).collect();
     for c in &results {
         match &c.result {
-            Ok(()) => eprintln!("wrote {}", c.output.display()),
+            Ok(export::Outcome::Written) => eprintln!("wrote {}", c.output.display()),
+            Ok(export::Outcome::Replaced) => eprintln!("replaced {}", c.output.display()),
+            Ok(export::Outcome::Unchanged) => {
+                eprintln!(
+                    "unchanged {} (written from this file before)",
+                    c.output.display()
+                )
+            }
             Err(e) if !std::io::stderr().is_terminal() => eprintln!("tach: {e}"),
             Err(_) => {}
         }
@@ -796,7 +808,8 @@ struct QueryArgs {
     /// The SQL query (one SELECT).
     #[arg(required_unless_present = "schema")]
     sql: Option<String>,
-    /// TACH files or glob patterns; several files are one table with a `file` column.
+    /// TACH files, Parquet exports or datasets (directories) or glob patterns; several
+    /// inputs are one table with a `file` column.
     #[arg(required_unless_present = "schema")]
     files: Vec<PathBuf>,
     /// Print the tables and their columns.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::{export_file, ExportOptions, Exporter, Result};
+use super::{export_file, ExportOptions, Exporter, Outcome, Result};
 use crate::tach::SampleFilter;
 
 /// One input's outcome.
@@ -12,7 +12,7 @@ use crate::tach::SampleFilter;
 pub struct Converted {
     pub input: PathBuf,
     pub output: PathBuf,
-    pub result: Result<()>,
+    pub result: Result<Outcome>,
 }
 
 /// Where `input` goes inside `out_dir`.
@@ -31,9 +31,18 @@ pub fn convert_all(
     options: &ExportOptions,
     progress: &(dyn Fn(&Converted) + Sync),
 ) -> Vec<Converted> {
+    // Two inputs of one name would write one dataset partition: the later ones fail.
+    let stem = |p: &Path| p.file_stem().map(|s| s.to_os_string()).unwrap_or_default();
+    let first_of_name = |i: usize| {
+        inputs[..i]
+            .iter()
+            .find(|p| stem(p) == stem(&inputs[i]))
+            .cloned()
+    };
     inputs
         .par_iter()
-        .map(|input| {
+        .enumerate()
+        .map(|(i, input)| {
             let mut output = output_in(out_dir, input, exporter);
             if exporter.dataset().is_some() {
                 // Reported as the partition pattern: one directory per table.
@@ -41,9 +50,19 @@ pub fn convert_all(
                 output = out_dir.join("*").join(format!("source={stem}"));
             }
             // Several-file formats (Parquet) write a hive partition per input instead.
-            let result = match partitioned(exporter, input, out_dir, filter, options) {
-                Some(r) => r,
-                None => export_file(exporter, input, &output, filter, options),
+            let same_name = exporter.dataset().and_then(|_| first_of_name(i));
+            let result = if let Some(first) = same_name {
+                Err(super::ExportError::Unsupported(format!(
+                    "{}: its partition name is that of {}, given before it: rename one of them",
+                    input.display(),
+                    first.display()
+                )))
+            } else {
+                match partitioned(exporter, input, out_dir, filter, options) {
+                    Some(r) => r,
+                    None => export_file(exporter, input, &output, filter, options)
+                        .map(|()| Outcome::Written),
+                }
             };
             let c = Converted {
                 input: input.clone(),
@@ -57,26 +76,19 @@ pub fn convert_all(
 }
 
 /// For formats that write datasets: `DIR/<table>/source=<input stem>/...`, so the
-/// tables of all inputs read as one hive-partitioned table each.
+/// tables of all inputs read as one hive-partitioned table each; a partition already
+/// written from the same file is left as it is.
 fn partitioned(
     exporter: &dyn Exporter,
     input: &Path,
     out_dir: &Path,
     filter: &SampleFilter,
     options: &ExportOptions,
-) -> Option<Result<()>> {
+) -> Option<Result<Outcome>> {
     let ds = exporter.dataset()?;
     let source = input
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Some((|| {
-        let file = crate::tach::TachFile::open(input)?;
-        let ei = super::ExportInput::new(&file, filter, options);
-        let dest = super::Dataset::Partition {
-            root: out_dir,
-            source: &source,
-        };
-        ds.export_dataset(&ei, &dest)
-    })())
+    Some(ds.export_partition(input, out_dir, &source, filter, options))
 }

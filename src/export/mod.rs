@@ -18,6 +18,8 @@ mod jsonl;
 mod marshal;
 #[cfg(feature = "query")]
 mod parquet;
+#[cfg(feature = "query")]
+pub mod partition;
 mod pprof;
 mod pstats;
 mod pyjson;
@@ -48,6 +50,13 @@ pub enum ExportError {
     },
     #[error("{0}")]
     Unsupported(String),
+    /// `--out-dir` found a partition of the same name written from another file.
+    #[error("{}: written from another source ({recorded}), not from {now}; use --replace to write it again", partition.display())]
+    SourceChanged {
+        partition: PathBuf,
+        recorded: String,
+        now: String,
+    },
 }
 
 pub type Result<T, E = ExportError> = std::result::Result<T, E>;
@@ -63,6 +72,9 @@ pub struct ExportOptions {
     pub source_roots: Vec<(String, String)>,
     /// pprof: the wall-clock time of the recording's first sample (`time_nanos`).
     pub start_time: StartTime,
+    /// Datasets (`--out-dir` with Parquet): write a partition again when it was written
+    /// from another file of the same name.
+    pub replace: bool,
 }
 
 /// The wall-clock time of a recording's first sample, for formats that carry one
@@ -231,14 +243,39 @@ pub struct FormatOption {
 /// The several-file side of a format (see [`Exporter::dataset`]).
 pub trait DatasetExporter: Send + Sync {
     fn export_dataset(&self, input: &ExportInput<'_>, dest: &Dataset<'_>) -> Result<()>;
+    /// Batch (`--out-dir`): the partition `source=<source>` of each table under
+    /// `root`, written only when it is not there yet (see `partition`).
+    fn export_partition(
+        &self,
+        input: &Path,
+        root: &Path,
+        source: &str,
+        filter: &SampleFilter,
+        options: &ExportOptions,
+    ) -> Result<Outcome>;
+}
+
+/// What converting one input did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Written,
+    /// A dataset's partitions were there already, written from this very file.
+    Unchanged,
+    /// A dataset's partitions of another file of the same name were written again
+    /// (`--replace`).
+    Replaced,
 }
 
 /// Where a several-file format writes.
 pub enum Dataset<'a> {
     /// One input: every file inside this directory.
     Dir(&'a Path),
-    /// Batch: a hive partition `source=<source>` of each table under `root`.
-    Partition { root: &'a Path, source: &'a str },
+    /// One partition of a dataset: `DIR/<table>/part-0.parquet`, each file with this
+    /// key-value metadata.
+    Partition {
+        dir: &'a Path,
+        metadata: &'a [(String, String)],
+    },
 }
 
 /// Every format, in `--help` order.

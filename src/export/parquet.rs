@@ -7,7 +7,8 @@
 //!   `frames.parquet` and `stacks.parquet`;
 //! - `--out-dir DIR` (batch): a hive-partitioned dataset per table,
 //!   `DIR/<table>/source=<name>/part-0.parquet`, which Spark, Trino or DuckDB read as
-//!   one table with a `source` column;
+//!   one table with a `source` column; written incrementally, each file recording its
+//!   source and the schema version (`super::partition`);
 //! - a stream (`-o -`): the `samples` table alone, as one Parquet file.
 //!
 //! `samples` is streamed: the opened file is decoded in batches with the reader's own
@@ -22,11 +23,15 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use super::{Dataset, DatasetExporter, ExportError, ExportInput, Exporter, Result};
+use super::partition::write_partition;
+use super::{
+    Dataset, DatasetExporter, ExportError, ExportInput, ExportOptions, Exporter, Outcome, Result,
+};
 use crate::query::batches::BatchError;
 use crate::query::output::write_parquet;
 use crate::query::samples_parquet::write_samples;
 use crate::query::tables::{frames_frame, frames_with_file, stacks_frame, Wanted};
+use crate::tach::{SampleFilter, TachFile};
 
 pub struct Parquet;
 
@@ -45,7 +50,7 @@ impl Exporter for Parquet {
     }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
         let frames = frames_frame(input.file);
-        samples(input, &frames, out).map(|_| ())
+        samples(input, &frames, None, out).map(|_| ())
     }
     fn dataset(&self) -> Option<&dyn DatasetExporter> {
         Some(self)
@@ -55,6 +60,22 @@ impl Exporter for Parquet {
 impl DatasetExporter for Parquet {
     fn export_dataset(&self, input: &ExportInput<'_>, dest: &Dataset<'_>) -> Result<()> {
         write_dataset(input, dest)
+    }
+
+    fn export_partition(
+        &self,
+        input: &Path,
+        root: &Path,
+        source: &str,
+        filter: &SampleFilter,
+        options: &ExportOptions,
+    ) -> Result<Outcome> {
+        let value = partition_value(source);
+        write_partition(input, root, &value, options.replace, |dir, metadata| {
+            let file = TachFile::open(input)?;
+            let ei = ExportInput::new(&file, filter, options);
+            write_dataset(&ei, &Dataset::Partition { dir, metadata })
+        })
     }
 }
 
@@ -67,6 +88,7 @@ fn file_name(input: &ExportInput<'_>) -> String {
 fn samples(
     input: &ExportInput<'_>,
     frames: &DataFrame,
+    metadata: Option<KeyValueMetadata>,
     out: &mut dyn Write,
 ) -> Result<crate::tach::index::StackTable> {
     // A time window is bound to the file's first timestamp before the decode starts
@@ -82,6 +104,7 @@ fn samples(
         input.filter,
         origin,
         frames,
+        metadata,
         out,
     )
     .map_err(|e| match e {
@@ -107,32 +130,52 @@ fn partition_value(name: &str) -> String {
 fn table_path(dest: &Dataset<'_>, table: &str) -> PathBuf {
     match dest {
         Dataset::Dir(dir) => dir.join(format!("{table}.parquet")),
-        Dataset::Partition { root, source } => root
-            .join(table)
-            .join(format!("source={}", partition_value(source)))
-            .join("part-0.parquet"),
+        Dataset::Partition { dir, .. } => dir.join(table).join("part-0.parquet"),
     }
 }
 
 fn write_dataset(input: &ExportInput<'_>, dest: &Dataset<'_>) -> Result<()> {
     let name = file_name(input);
     let frames = frames_frame(input.file);
+    let metadata = match dest {
+        Dataset::Partition { metadata, .. } => {
+            Some(KeyValueMetadata::from_static(metadata.to_vec()))
+        }
+        Dataset::Dir(_) => None,
+    };
     let mut stacks = None;
     write_file(&table_path(dest, "samples"), |w| {
-        stacks = Some(samples(input, &frames, w)?);
+        stacks = Some(samples(input, &frames, metadata.clone(), w)?);
         Ok(())
     })?;
     let polars_err = |e: PolarsError| ExportError::Unsupported(format!("{name}: {e}"));
     let mut frames_table = frames_with_file(&name, &frames);
     write_file(&table_path(dest, "frames"), |w| {
-        write_parquet(&mut frames_table, w).map_err(|e| ExportError::Unsupported(e.to_string()))
+        write_table(&mut frames_table, metadata.clone(), w)
     })?;
     let stacks = stacks.unwrap_or_default();
     let mut stacks_table =
         stacks_frame(&name, &stacks, &frames, &Wanted(None)).map_err(polars_err)?;
     write_file(&table_path(dest, "stacks"), |w| {
-        write_parquet(&mut stacks_table, w).map_err(|e| ExportError::Unsupported(e.to_string()))
+        write_table(&mut stacks_table, metadata, w)
     })
+}
+
+/// A whole table as one Parquet file (`metadata`: its key-value metadata).
+fn write_table(
+    df: &mut DataFrame,
+    metadata: Option<KeyValueMetadata>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match metadata {
+        None => write_parquet(df, out).map_err(|e| ExportError::Unsupported(e.to_string())),
+        Some(kv) => ParquetWriter::new(out)
+            .with_compression(ParquetCompression::Snappy)
+            .with_key_value_metadata(Some(kv))
+            .finish(df)
+            .map(|_| ())
+            .map_err(|e| ExportError::Unsupported(format!("writing Parquet: {e}"))),
+    }
 }
 
 /// Writes through `NAME.partial` and renames, so a failure leaves no partial table.

@@ -229,6 +229,7 @@ impl NativeProfile {
             title,
             source_roots: source_root.unwrap_or_default(),
             start_time: start_time_option(start_time)?,
+            replace: false,
         };
         let engine = self.engine.clone();
         let input = self.path.clone();
@@ -298,6 +299,7 @@ fn convert(
         title,
         source_roots: source_root.unwrap_or_default(),
         start_time: start_time_option(start_time)?,
+        replace: false,
     };
     if workers == Some(0) {
         return Err(PyValueError::new_err("workers must be at least 1"));

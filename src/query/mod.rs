@@ -10,6 +10,7 @@ pub(crate) mod batches;
 mod guard;
 pub(crate) mod opnames;
 pub mod output;
+mod parquet_input;
 mod pushdown;
 pub(crate) mod samples_parquet;
 mod schema;
@@ -24,6 +25,7 @@ use polars::sql::SQLContext;
 
 use crate::tach::{TachError, TachFile};
 pub use opnames::opname;
+use parquet_input::ParquetInput;
 pub use pushdown::{rewrite as pushdown_rewrite, WEIGHT_COLUMN};
 pub use schema::{
     schema_markdown, tables as schema_tables, Column, ColumnType, Table, SCHEMA_VERSION,
@@ -92,42 +94,101 @@ fn position(message: &str) -> Option<(usize, usize)> {
     Some((line.trim().parse().ok()?, column.parse().ok()?))
 }
 
+/// One input of a query: a TACH file, or what the Parquet exporter wrote
+/// ([`parquet_input`]).
+enum Input {
+    Tach(Arc<Source>),
+    Parquet(ParquetInput),
+}
+
 /// Opened profiles with the query tables registered.
 pub struct QueryEngine {
+    /// The TACH inputs, in order.
     sources: Vec<Arc<Source>>,
+    /// Every input, in the order given.
+    inputs: Vec<Input>,
 }
 
 impl QueryEngine {
-    /// Opens every file; the `file` column holds each path as given.
+    /// Opens every input: TACH files, Parquet exports (a directory or a lone samples
+    /// file) and Parquet datasets, in any mix. The `file` column holds each TACH path
+    /// as given, and for Parquet the path the export was given.
     pub fn open(paths: &[PathBuf]) -> Result<Self> {
-        let sources = paths
-            .iter()
-            .map(|p| -> Result<Arc<Source>> {
-                Ok(Arc::new(Source::new(
-                    p.display().to_string(),
-                    TachFile::open(p)?,
-                )))
-            })
-            .collect::<Result<_>>()?;
-        Ok(QueryEngine { sources })
+        let mut sources = Vec::new();
+        let mut inputs = Vec::new();
+        for p in paths {
+            if parquet_input::is_parquet_input(p)? {
+                inputs.push(Input::Parquet(ParquetInput::open(p)?));
+                continue;
+            }
+            let s = Arc::new(Source::new(p.display().to_string(), TachFile::open(p)?));
+            sources.push(s.clone());
+            inputs.push(Input::Tach(s));
+        }
+        Ok(QueryEngine { sources, inputs })
     }
 
     /// One already-opened file, named `name` in the `file` column.
     pub fn from_file(name: &str, file: TachFile) -> Self {
+        let s = Arc::new(Source::new(name.to_string(), file));
         QueryEngine {
-            sources: vec![Arc::new(Source::new(name.to_string(), file))],
+            sources: vec![s.clone()],
+            inputs: vec![Input::Tach(s)],
         }
     }
 
+    /// The TACH inputs (Parquet inputs are not among them).
     pub fn sources(&self) -> &[Arc<Source>] {
         &self.sources
     }
 
-    /// A table over all files, as a lazy frame.
+    /// How many profiles the inputs hold (a dataset holds one per partition).
+    fn profiles(&self) -> usize {
+        self.inputs
+            .iter()
+            .map(|i| match i {
+                Input::Tach(_) => 1,
+                Input::Parquet(p) => p.profiles(),
+            })
+            .sum()
+    }
+
+    /// One lazy frame per input, in order, as one.
+    fn union(
+        &self,
+        tach: impl Fn(&Arc<Source>) -> PolarsResult<LazyFrame>,
+        parquet: impl Fn(&ParquetInput) -> PolarsResult<LazyFrame>,
+    ) -> PolarsResult<LazyFrame> {
+        let per_input = self
+            .inputs
+            .iter()
+            .map(|i| match i {
+                Input::Tach(s) => tach(s),
+                Input::Parquet(p) => parquet(p),
+            })
+            .collect::<PolarsResult<Vec<_>>>()?;
+        match per_input.len() {
+            1 => Ok(per_input.into_iter().next().unwrap_or_default()),
+            _ => concat(per_input, UnionArgs::default()),
+        }
+    }
+
+    /// A table over all inputs, as a lazy frame.
     pub fn table(&self, name: &str) -> Result<LazyFrame> {
-        tables::table(name, &self.sources).map_err(|e| QueryError::Sql {
+        self.union(
+            |s| tables::table(name, std::slice::from_ref(s)),
+            |p| p.table(name),
+        )
+        .map_err(|e| QueryError::Sql {
             message: e.to_string(),
         })
+    }
+
+    fn distinct_stacks(&self, columns: &[String]) -> PolarsResult<LazyFrame> {
+        self.union(
+            |s| tables::distinct_stacks(std::slice::from_ref(s), columns),
+            |p| p.distinct_stacks(columns),
+        )
     }
 
     fn context(&self) -> Result<SQLContext> {
@@ -145,11 +206,11 @@ impl QueryEngine {
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
         let sql = self.checked(sql)?;
         let original = self.execute(&sql)?;
-        let rewritten = pushdown::rewrite(&sql, self.sources.len()).and_then(|r| {
+        let rewritten = pushdown::rewrite(&sql, self.profiles()).and_then(|r| {
             let mut ctx = self.context().ok()?;
             for (k, columns) in r.distinct_stacks.iter().enumerate() {
                 let name = format!("{}_{k}", pushdown::DISTINCT_STACKS_TABLE);
-                ctx.register(&name, tables::distinct_stacks(&self.sources, columns).ok()?);
+                ctx.register(&name, self.distinct_stacks(columns).ok()?);
             }
             same_output(&original, ctx.execute(&r.sql).ok()?)
         });

@@ -58,18 +58,21 @@ struct Encoder<'a> {
 
 /// Streams the filtered `samples` table of `file` into `out` as Parquet; returns the
 /// file's unique stacks (ids as in `stack_id`). `origin_us` is the file's first
-/// timestamp when the caller has it (it must, for a filter with a time window).
+/// timestamp when the caller has it (it must, for a filter with a time window);
+/// `metadata` is the file's key-value metadata (a dataset partition's source).
 pub fn write_samples(
     file: &TachFile,
     name: &str,
     filter: &SampleFilter,
     origin_us: Option<u64>,
     frames: &DataFrame,
+    metadata: Option<KeyValueMetadata>,
     out: &mut dyn Write,
 ) -> Result<StackTable, BatchError> {
     let schema = samples_schema();
     let mut writer = ParquetWriter::new(out)
         .with_compression(ParquetCompression::Snappy)
+        .with_key_value_metadata(metadata)
         .batched(&schema)?;
     let rest: Vec<PlSmallStr> = schema
         .iter_names()

@@ -117,3 +117,56 @@ def test_inclusive_counts_over_the_dataset_equal_tach_query(dataset):
         *[GOLDEN / f for f in FILES],
     )
     assert got == [(r["funcname"], r["n"]) for r in want]
+
+
+def test_temporary_directories_are_not_read(tmp_path):
+    """What an interrupted `--out-dir` run leaves (its hidden directory beside the
+    tables' directories) is read by neither DuckDB, pyarrow nor tach query."""
+    ds = tmp_path / "ds"
+    tach("export", "--parquet", "--out-dir", ds, GOLDEN / FILES[1])
+    part = ds / "samples" / f"source={FILES[1][:-4]}" / "part-0.parquet"
+    leftover = ds / ".tach-ghost-123-0" / "samples" / "part-0.parquet"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(part.read_bytes())
+    n = sample_count(GOLDEN / FILES[1])
+
+    def duckdb_count():
+        con = duckdb.connect()
+        return con.execute(
+            f"select count(*) from read_parquet('{ds}/samples/*/*.parquet', hive_partitioning = true)"
+        ).fetchone()[0]
+
+    def others():
+        table = pads.dataset(ds / "samples", format="parquet", partitioning="hive").to_table()
+        return table.num_rows, sample_count(ds)
+
+    assert duckdb_count() == n
+    assert others() == (n, n)
+    # Inside a table's directory, hidden names are skipped by pyarrow and tach query
+    # (and Spark), but DuckDB's `*` matches them: the export never writes there.
+    hidden = ds / "samples" / ".source=ghost" / "part-0.parquet"
+    hidden.parent.mkdir()
+    hidden.write_bytes(part.read_bytes())
+    assert others() == (n, n)
+    with pytest.raises(duckdb.Error):
+        duckdb_count()
+
+
+def test_partitions_record_source_and_schema_version(tmp_path):
+    ds = tmp_path / "ds"
+    tach("export", "--parquet", "--out-dir", ds, GOLDEN / FILES[1])
+    version = tach("query", "--schema").splitlines()[0].split()[-1]
+    size = (GOLDEN / FILES[1]).stat().st_size
+    for table in ["samples", "frames", "stacks"]:
+        meta = pq.read_metadata(ds / table / f"source={FILES[1][:-4]}" / "part-0.parquet")
+        kv = {k.decode(): v.decode() for k, v in meta.metadata.items()}
+        assert kv["tach.schema_version"] == version
+        assert kv["tach.source.name"] == FILES[1]
+        assert kv["tach.source.size"] == str(size)
+        assert len(kv["tach.source.xxh3"]) == 16
+
+
+def test_tach_query_over_the_dataset_equals_over_the_files(dataset):
+    sql = """select file, funcname, count(*) as n from samples
+             group by file, funcname order by file, n desc, funcname"""
+    assert query(sql, dataset) == query(sql, *[GOLDEN / f for f in FILES])

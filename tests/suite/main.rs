@@ -8,6 +8,8 @@ mod browser;
 mod cli;
 mod common;
 mod corruption;
+#[cfg(feature = "query")]
+mod dataset;
 mod export_cpython;
 mod export_viz;
 mod golden;

@@ -1,0 +1,360 @@
+//! Parquet inputs of `tach query`: what `tach export --parquet` wrote, read back as the
+//! same tables with the same columns as a TACH file gives (docs/parquet.md).
+//!
+//! - a directory with `samples.parquet` (and `frames.parquet`, `stacks.parquet`): one
+//!   export (`-o DIR`);
+//! - a directory with `samples/` (and `frames/`, `stacks/`) holding `source=NAME/`
+//!   partitions: a dataset written by `--out-dir`;
+//! - a Parquet file: a lone `samples` table (`-o -`); its `frames` and `stacks` are
+//!   empty.
+//!
+//! Each table is one polars Parquet scan over its files (projection and predicate
+//! pushdown: a filter on `file` reaches the scan, whose row-group statistics skip the
+//! other partitions' data). The hive column `source` is not exposed: the tables have
+//! exactly the columns of the TACH tables, and `file` holds the path the export was
+//! given, as `tach query` over that path would. `stack_id` and `frame_id` are per
+//! `file`, as over several TACH files. Partition directories and files whose names start
+//! with `.` or `_` are skipped (an export writes its temporary files under such names).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use polars::prelude::*;
+
+use super::pushdown::WEIGHT_COLUMN;
+use super::tables::{
+    is_grouped_column, samples_schema, schema_of, stack_counts_schema, stacks_schema,
+};
+use super::{QueryError, Result};
+
+/// The tables an export writes, in the order they are scanned.
+const WRITTEN: [&str; 3] = ["samples", "frames", "stacks"];
+
+/// The first bytes of every Parquet file.
+const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
+
+/// One Parquet input: per written table, its files (none: an empty table).
+pub struct ParquetInput {
+    files: [Vec<PathBuf>; 3],
+    /// Per table and file, the `file` value its rows hold.
+    values: [Vec<Option<String>>; 3],
+}
+
+/// True when `path` is a directory or a Parquet file: an input for [`ParquetInput`]
+/// rather than a TACH file.
+pub fn is_parquet_input(path: &Path) -> Result<bool> {
+    let io = |source| QueryError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return Ok(true);
+    }
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let n = f.read(&mut magic).map_err(io)?;
+    Ok(n == 4 && &magic == PARQUET_MAGIC)
+}
+
+/// Visible entries of a directory (not starting with `.` or `_`), sorted by name.
+fn visible(dir: &Path) -> Result<Vec<PathBuf>> {
+    let io = |source| QueryError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io)? {
+        let e = e.map_err(io)?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with('.') || name.starts_with('_')) {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn not_an_input(path: &Path, why: &str) -> QueryError {
+    QueryError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string()),
+    }
+}
+
+impl ParquetInput {
+    /// Finds the tables' files under `path` (see the module's documentation).
+    pub fn open(path: &Path) -> Result<Self> {
+        let mut files: [Vec<PathBuf>; 3] = Default::default();
+        if !path.is_dir() {
+            files[0].push(path.to_path_buf());
+        } else if path.join("samples.parquet").is_file() {
+            for (i, t) in WRITTEN.iter().enumerate() {
+                let f = path.join(format!("{t}.parquet"));
+                if f.is_file() {
+                    files[i].push(f);
+                }
+            }
+        } else if path.join("samples").is_dir() {
+            for (i, t) in WRITTEN.iter().enumerate() {
+                let dir = path.join(t);
+                if !dir.is_dir() {
+                    continue;
+                }
+                for part in visible(&dir)? {
+                    let is_partition = part
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("source="));
+                    if !(is_partition && part.is_dir()) {
+                        continue;
+                    }
+                    for f in visible(&part)? {
+                        if f.extension().is_some_and(|e| e == "parquet") && f.is_file() {
+                            files[i].push(f);
+                        }
+                    }
+                }
+            }
+            if files[0].is_empty() {
+                return Err(not_an_input(
+                    path,
+                    "a dataset directory with no samples/source=*/*.parquet partition",
+                ));
+            }
+        } else {
+            return Err(not_an_input(
+                path,
+                "a directory that is not a tach Parquet export: it has neither samples.parquet nor samples/",
+            ));
+        }
+        let mut input = ParquetInput {
+            files,
+            values: Default::default(),
+        };
+        input.check_schemas()?;
+        for (i, files) in input.files.iter().enumerate() {
+            input.values[i] = files
+                .iter()
+                .map(|f| file_value(f).map_err(|e| not_an_input(f, &e.to_string())))
+                .collect::<Result<_>>()?;
+        }
+        Ok(input)
+    }
+
+    /// How many files' profiles the input holds (partitions of `samples`), for the
+    /// pushdown's several-files rule.
+    pub fn profiles(&self) -> usize {
+        self.files[0].len()
+    }
+
+    /// Every table's files must have the table's columns with its types.
+    fn check_schemas(&self) -> Result<()> {
+        for (i, t) in WRITTEN.iter().enumerate() {
+            let Some(want) = schema_of(t) else { continue };
+            for f in &self.files[i] {
+                let have = scan(std::slice::from_ref(f), None)
+                    .and_then(|mut lf| lf.collect_schema())
+                    .map_err(|e| not_an_input(f, &format!("not a readable Parquet file: {e}")))?;
+                for (name, dtype) in want.iter() {
+                    match have.get(name) {
+                        Some(d) if d == dtype => {}
+                        Some(d) => {
+                            return Err(not_an_input(
+                                f,
+                                &format!("column {name} of {t} is {d}, the schema says {dtype}"),
+                            ))
+                        }
+                        None => {
+                            return Err(not_an_input(
+                                f,
+                                &format!(
+                                    "no column {name} (the {t} table of schema version {})",
+                                    super::SCHEMA_VERSION
+                                ),
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The written table `name` (`samples`, `frames` or `stacks`): its columns in
+    /// schema order.
+    fn written(&self, name: &str) -> PolarsResult<LazyFrame> {
+        let schema = schema_of(name)
+            .ok_or_else(|| PolarsError::ComputeError(format!("no table {name}").into()))?;
+        let i = WRITTEN.iter().position(|t| *t == name).unwrap_or(0);
+        let files = &self.files[i];
+        if files.is_empty() {
+            return Ok(DataFrame::empty_with_schema(&schema).lazy());
+        }
+        Ok(scan(files, Some((&schema, &self.values[i])))?.select(
+            schema
+                .iter_names()
+                .map(|n| col(n.clone()))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// A table of the query schema over this input.
+    pub fn table(&self, name: &str) -> PolarsResult<LazyFrame> {
+        Ok(match name {
+            "samples" | "frames" | "stacks" => self.written(name)?,
+            "stack_counts" => {
+                let schema = stack_counts_schema();
+                let keys: Vec<Expr> = schema
+                    .iter_names()
+                    .filter(|n| n.as_str() != "samples")
+                    .map(|n| col(n.clone()))
+                    .collect();
+                self.written("samples")?
+                    .group_by_stable(keys)
+                    .agg([len().cast(DataType::UInt64).alias("samples")])
+                    .select(
+                        schema
+                            .iter_names()
+                            .map(|n| col(n.clone()))
+                            .collect::<Vec<_>>(),
+                    )
+            }
+            "sample_frames" => {
+                let sf = schema_of("sample_frames").unwrap_or_default();
+                let samples = samples_schema();
+                let sample_cols: Vec<Expr> = sf
+                    .iter_names()
+                    .take_while(|n| n.as_str() != "depth")
+                    .filter(|n| samples.contains(n))
+                    .chain(std::iter::once(&PlSmallStr::from("depth")))
+                    .map(|n| col(n.clone()))
+                    .collect();
+                let stacks = self.written("stacks")?;
+                self.written("samples")?
+                    .select(sample_cols)
+                    .join(
+                        stacks,
+                        [col("file"), col("stack_id")],
+                        [col("file"), col("stack_id")],
+                        JoinArgs::new(JoinType::Inner),
+                    )
+                    .select(sf.iter_names().map(|n| col(n.clone())).collect::<Vec<_>>())
+            }
+            super::pushdown::GROUPED_TABLE => {
+                // One row per sample, each of weight 1: the grouped table's rows
+                // repeated by their weight, so sum(weight) is count(*).
+                let cols: Vec<Expr> = samples_schema()
+                    .iter_names()
+                    .filter(|n| is_grouped_column(n))
+                    .map(|n| col(n.clone()))
+                    .collect();
+                self.written("samples")?
+                    .select(cols)
+                    .with_column(lit(1).cast(IDX_DTYPE).alias(WEIGHT_COLUMN))
+            }
+            other => polars_bail!(ComputeError: "no table {other}"),
+        })
+    }
+
+    /// `select distinct COLUMNS from stacks` over this input (the pushdown's distinct
+    /// stacks table, here computed by polars).
+    pub fn distinct_stacks(&self, columns: &[String]) -> PolarsResult<LazyFrame> {
+        let all = stacks_schema();
+        let cols: Vec<Expr> = columns
+            .iter()
+            .filter(|c| all.contains(c))
+            .map(|c| col(c.as_str()))
+            .collect();
+        Ok(self
+            .written("stacks")?
+            .select(cols)
+            .unique_stable(None, UniqueKeepStrategy::First))
+    }
+}
+
+/// One Parquet scan over `files` (hive partitioning, so a dataset's `source=` column is
+/// known to polars, which the table then leaves out; paths are taken as they are, not
+/// as glob patterns). With `stats` (per file, its one `file` value when known), polars
+/// skips the files a predicate on `file` rules out while it optimizes the plan, so
+/// `--explain` shows the scan of the files that are left.
+fn scan(files: &[PathBuf], stats: Option<(&Schema, &[Option<String>])>) -> PolarsResult<LazyFrame> {
+    let paths: Vec<PlRefPath> = files
+        .iter()
+        .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
+        .collect();
+    let table_statistics = match stats {
+        Some((schema, values)) => Some(TableStatistics(Arc::new(file_statistics(schema, values)?))),
+        None => None,
+    };
+    let args = UnifiedScanArgs {
+        // `source` stays text (a recording named 2024), and no value is parsed as a
+        // date (polars is built without its date types).
+        hive_options: HiveOptions {
+            schema: Some(Arc::new(Schema::from_iter([Field::new(
+                "source".into(),
+                DataType::String,
+            )]))),
+            try_parse_dates: false,
+            ..HiveOptions::new_enabled()
+        },
+        glob: false,
+        cast_columns_policy: CastColumnsPolicy::ERROR_ON_MISMATCH,
+        missing_columns_policy: MissingColumnsPolicy::Raise,
+        extra_columns_policy: ExtraColumnsPolicy::Raise,
+        table_statistics,
+        ..Default::default()
+    };
+    let options = ParquetOptions {
+        schema: None,
+        parallel: Default::default(),
+        low_memory: false,
+        use_statistics: true,
+    };
+    let sources = ScanSources::Paths(paths.into_iter().collect());
+    Ok(DslBuilder::scan_parquet(sources, options, args)?
+        .build()
+        .into())
+}
+
+/// The statistics polars' file skipping reads (`<column>_min`, `_max`, `_nc` and
+/// `len`, one row per file): `file` is `values[i]` in file `i` (every row of a
+/// partition has the same), everything else unknown (null), so only a predicate on
+/// `file` can skip a file.
+fn file_statistics(schema: &Schema, values: &[Option<String>]) -> PolarsResult<DataFrame> {
+    let n = values.len();
+    let mut cols = vec![Column::full_null("len".into(), n, &IDX_DTYPE)];
+    for (name, dtype) in schema.iter() {
+        if name.as_str() == "file" {
+            let v: Vec<Option<&str>> = values.iter().map(|v| v.as_deref()).collect();
+            cols.push(Column::new("file_min".into(), v.clone()));
+            cols.push(Column::new("file_max".into(), v));
+            let nc: Vec<Option<IdxSize>> = values.iter().map(|v| v.as_ref().map(|_| 0)).collect();
+            cols.push(IdxCa::from_iter_options("file_nc".into(), nc.into_iter()).into_column());
+            continue;
+        }
+        cols.push(Column::full_null(format!("{name}_min").into(), n, dtype));
+        cols.push(Column::full_null(format!("{name}_max").into(), n, dtype));
+        cols.push(Column::full_null(
+            format!("{name}_nc").into(),
+            n,
+            &IDX_DTYPE,
+        ));
+    }
+    DataFrame::new(n, cols)
+}
+
+/// The one `file` value of a partition's file (`None`: it has no rows).
+fn file_value(f: &Path) -> PolarsResult<Option<String>> {
+    let df = scan(std::slice::from_ref(&f.to_path_buf()), None)?
+        .select([col("file")])
+        .limit(1)
+        .collect()?;
+    let file = df.column("file")?.str()?;
+    // `get` asserts its index: an empty partition has no value.
+    if file.is_empty() {
+        return Ok(None);
+    }
+    Ok(file.get(0).map(str::to_string))
+}
