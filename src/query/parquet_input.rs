@@ -134,11 +134,17 @@ impl ParquetInput {
             values: Default::default(),
         };
         input.check_schemas()?;
-        for (i, files) in input.files.iter().enumerate() {
-            input.values[i] = files
-                .iter()
-                .map(|f| file_value(f).map_err(|e| not_an_input(f, &e.to_string())))
-                .collect::<Result<_>>()?;
+        for i in 0..WRITTEN.len() {
+            let files = std::mem::take(&mut input.files[i]);
+            for f in files {
+                let value = file_value(&f).map_err(|e| not_an_input(&f, &e.to_string()))?;
+                // A file without rows adds nothing to its table, and with no `file`
+                // value it could not be skipped: it is left out of the scan.
+                if let Some(v) = value {
+                    input.files[i].push(f);
+                    input.values[i].push(Some(v));
+                }
+            }
         }
         Ok(input)
     }
