@@ -204,7 +204,7 @@ pub(crate) fn start(
     let attached = loop {
         match attach::attach(pid, opts.opcodes) {
             Ok(t) => break t,
-            Err(e @ AttachError::NotPython { .. })
+            Err(e @ (AttachError::NotPython { .. } | AttachError::Starting { .. }))
                 if matches!(target, Recorded::Child(_)) && began.elapsed() < startup =>
             {
                 if !target.running() {

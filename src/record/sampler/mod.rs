@@ -32,7 +32,9 @@ use crate::tach::{
 };
 
 use super::clock::{monotonic_us, thread_cpu_sec};
-use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
+use super::layout::{
+    field_i32, field_u64, FrameOwner, InterpreterLayout, LineTableFormat, Offsets,
+};
 use super::linetable;
 use super::memory::{MemoryReader, ReadError};
 use super::pause::{Pauser, ThreadPause};
