@@ -413,7 +413,7 @@ fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
     if pid == unsafe { libc::getpid() } as u64 {
         Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
     } else {
-        Some(Box::new(PtracePauser::new()))
+        Some(Box::new(PtracePauser::new(pid as i32)))
     }
 }
 
