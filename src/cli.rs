@@ -145,10 +145,10 @@ enum Command {
     Query(QueryArgs),
     /// Record a Python program: start it, or attach to it with --pid.
     ///
-    /// CPython 3.13-3.15 are recorded from outside: the program needs no tach package,
-    /// and tach needs permission to read its memory (as for ptrace). Older interpreters,
-    /// and --in-process, run the program through `python -m tach run`, which needs the
-    /// tach package in that interpreter. The output replays in CPython 3.15.
+    /// CPython 3.9-3.15 are recorded from outside: the program needs no tach package,
+    /// and tach needs permission to read its memory (as for ptrace). --in-process (and
+    /// --opcodes before 3.15) run the program through `python -m tach run`, which needs
+    /// the tach package in that interpreter. The output replays in CPython 3.15.
     #[command(after_help = "Examples:
   tach record -o app.tach -- python app.py --port 8000
   tach record -o app.tach -r 10000 --mode cpu --all-threads -- python -m mypkg.main
@@ -158,7 +158,7 @@ enum Command {
     /// Print every thread's current Python stack in a running process.
     ///
     /// Innermost frame first, with file:line and each thread's status (GIL, on CPU,
-    /// exception). CPython 3.13-3.15.
+    /// exception). CPython 3.9-3.15.
     #[command(after_help = "Examples:
   tach dump 4242
   tach dump --json 4242 | jq '.[0].frames[0]'")]
@@ -169,7 +169,7 @@ enum Command {
     /// Self and total samples, share and time per function, line or file.
     ///
     /// Live view (--pid PID, or -- PROGRAM): a terminal view of a recording in progress,
-    /// refreshed every second. CPython 3.13-3.15 are recorded from outside exactly as
+    /// refreshed every second. CPython 3.9-3.15 are recorded from outside exactly as
     /// tach record --pid / tach record -- PROGRAM record them (the same options, defaults
     /// and errors); -o also writes the file. When the program exits, the view says so and
     /// keeps the last table until q. A program tach started gets SIGINT if it still runs
@@ -913,7 +913,7 @@ struct TopArgs {
     /// One row per file and key (a file column) instead of summing the files.
     #[arg(long)]
     per_file: bool,
-    /// Live view: attach to this running Python process (CPython 3.13-3.15).
+    /// Live view: attach to this running Python process (CPython 3.9-3.15).
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "files"], help_heading = "Live view")]
     pid: Option<i32>,
     #[command(flatten, next_help_heading = "Live view")]
@@ -1157,7 +1157,7 @@ impl RecordingArgs {
 struct RecordArgs {
     #[command(flatten)]
     recording: RecordingArgs,
-    /// Attach to this running Python process (CPython 3.13-3.15) instead of starting
+    /// Attach to this running Python process (CPython 3.9-3.15) instead of starting
     /// one. Stops on Ctrl-C, SIGTERM, --duration or the process's exit.
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "in_process"])]
     pid: Option<i32>,
@@ -1183,7 +1183,7 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
 
 #[derive(Args)]
 struct DumpArgs {
-    /// The Python process (CPython 3.13-3.15).
+    /// The Python process (CPython 3.9-3.15).
     pid: i32,
     /// One JSON document: a list of threads, each with its status and frames.
     #[arg(long)]

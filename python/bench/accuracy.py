@@ -179,6 +179,13 @@ def work(seconds):
         n += 1
     return n
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        # Profilers attaching from outside: one unit to warm up (imports, caches), then
+        # the measured work starts when the harness says both are sampling.
+        import os
+        unit()
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.01)
     work(float(sys.argv[1]))
 '''
 
@@ -341,13 +348,17 @@ def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, e
     pid to `python -m tach run`, so both see the same execution and the program's own
     mix of work, which moves between runs, drops out of the comparison. With `attach`
     (the tach binary), tach attaches by pid too (`tach record --pid`)."""
+    go = out + ".go"
     if attach:
-        # tach from outside: the program runs alone, and both profilers attach to it.
-        program = subprocess.Popen(py + [driver, str(seconds)], env=env)
+        # tach from outside: the program runs alone, and both profilers attach to it
+        # before its measured work starts (the driver waits for `go`).
+        if os.path.exists(go):
+            os.remove(go)
+        program = subprocess.Popen(py + [driver, str(seconds), go], env=env)
         pid = wait_for_child_python(program.pid, driver)
         cmd = [attach, "record", "--pid", str(pid), "--no-gc", *extra, "-r", str(rate),
                "-o", out + ".tach"]
-        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        proc = None
     else:
         program = None
         cmd = py + ["-m", "tach", "run", "--no-gc", *extra, "-r", str(rate), "-o",
@@ -361,14 +372,25 @@ def run_same_process(py, env, driver, seconds, rate, ref_rate, out, reference, e
         ref_cmd = py + ["-m", "profiling.sampling", "attach",
                         *cpython_options(ref_rate, out), str(pid)]
         ref_file, parse = out + ".ref", parse_collapsed
-    ref = subprocess.run(ref_cmd, env=env, capture_output=True, text=True, check=False)
+    ref = subprocess.Popen(ref_cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    if proc is None:
+        # The reference first: py-spy gives up at start-up when it cannot stop a thread
+        # (PTRACE_ATTACH fails while tach's pause holds one, which on 3.9/3.10, whose
+        # frames are read one by one, is often), but once sampling it counts such a
+        # sample as an error and goes on. Then tach, then the work: both see all of it.
+        time.sleep(1.0)
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        open(go, "w").close()
+    _, ref_stderr = ref.communicate()
     _, stderr = proc.communicate()
     if program is not None:
         program.wait()
     if proc.returncode != 0:
         sys.exit(f"tach run failed ({proc.returncode}): {shlex.join(cmd)}\n{stderr}")
     if ref.returncode != 0 or not os.path.exists(ref_file):
-        sys.exit(f"reference failed ({ref.returncode}): {shlex.join(ref_cmd)}\n{ref.stderr}")
+        sys.exit(f"reference failed ({ref.returncode}): {shlex.join(ref_cmd)}\n{ref_stderr}")
     ours, err, summary = finish_tach(stderr, out, attach)
     return ours, err, summary, parse(ref_file)
 

@@ -2,11 +2,13 @@
 `tach record -- python app.py`, `tach dump`.
 
 Targets run on every interpreter here that tach attaches to: the host's pyenv CPython
-3.13 and the chroot's Debian CPython 3.13, 3.14 and 3.15 (the host's tach reads a
+3.9, 3.10, 3.11, 3.12 (layouts generated from their headers, src/record/layouts_generated.rs)
+and 3.13, and the chroot's Debian CPython 3.13, 3.14 and 3.15 (the host's tach reads a
 process in the chroot through /proc/PID/root). None of them has the tach package: the
-recording needs none. Older pyenv interpreters (3.9-3.12) check the error that names
+recording needs none. Older pyenv interpreters (3.7, 3.8) check the error that names
 their version. Each file is read back with ``tach._native.load`` (the Rust reader's
-full verification) and, where the chroot is available, replayed by CPython 3.15.
+full verification) and, where the chroot is available, replayed by CPython 3.15, whose
+collapsed stacks (names, files, lines) must equal tach's own rendering.
 
 Accuracy on real programs against py-spy is python/bench/accuracy.py with ``--attach``
 (test_attach_accuracy_against_pyspy below).
@@ -90,8 +92,9 @@ def pyenv(minor):
 def interpreters():
     """(id, command prefix, in the chroot) for every interpreter tach attaches to."""
     out = []
-    host = pyenv(13)
-    out.append(("host-3.13", [host] if host else None, False))
+    for minor in (9, 10, 11, 12, 13):
+        host = pyenv(minor)
+        out.append((f"host-3.{minor}", [host] if host else None, False))
     have_chroot = chroot_ok()
     for v in ("3.13", "3.14", "3.15"):
         out.append((f"chroot-{v}", [CHROOT, "run", "--", f"python{v}"] if have_chroot else None, True))
@@ -163,19 +166,43 @@ def version_of(interp):
     return tuple(int(x) for x in interp[0].split("-")[1].split("."))
 
 
+def collapsed(path):
+    """{stack line: count} of a collapsed file."""
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            stack, n = line.rstrip("\n").rsplit(" ", 1)
+            counts[stack] = counts.get(stack, 0) + int(n)
+    return counts
+
+
 def replay_count(path):
-    """Samples CPython 3.15's own reader finds in `path` (None without the chroot)."""
+    """Samples CPython 3.15's own reader finds in `path` (None without the chroot), after
+    checking that its collapsed stacks (every name, file and line) are tach's."""
     if not chroot_ok():
         return None
     out = path + ".collapsed"
     p = subprocess.run([CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "replay",
                         "--collapsed", "-o", out, path], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    total = 0
-    with open(out) as f:
-        for line in f:
-            total += int(line.rsplit(" ", 1)[1])
-    return total
+    ours = path + ".tach-collapsed"
+    t = tach("export", "--collapsed", "-o", ours, path)
+    assert t.returncode == 0, t.stderr
+    assert collapsed(out) == collapsed(ours)
+    return sum(collapsed(out).values())
+
+
+def full_version(cmd):
+    """(major, minor, micro) of the interpreter `cmd` runs."""
+    p = subprocess.run(cmd + ["-c", "import sys; print(*sys.version_info[:3])"], cwd=REPO,
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    return tuple(int(x) for x in p.stdout.split())
+
+
+def bootstrap_name(interp):
+    """Before 3.11 a code object has no qualified name: frames are named by co_name, as
+    in CPython's and py-spy's tracebacks of those versions."""
+    return "Thread._bootstrap" if version_of(interp) >= (3, 11) else "_bootstrap"
 
 
 WELL_FORMED = None
@@ -189,6 +216,15 @@ def well_formed(stack):
         and stack[0][1] in (line_of("# LEAF"), line_of("# LEAF") - 1)
         and stack[1][1] == line_of("# MIDDLE")
         and stack[2][1] == line_of("# LOOP")
+    )
+
+
+def consistent(stack):
+    """A moment of the main loop: well formed, or between leaf's calls."""
+    return well_formed(stack) or stack in (
+        [("middle", line_of("# MIDDLE")), ("<module>", line_of("# LOOP"))],
+        [("<module>", line_of("# LOOP"))],
+        [("<module>", line_of("# LOOP") - 1)],
     )
 
 
@@ -223,7 +259,7 @@ def test_dump_shows_every_threads_stack_and_status(interp, work):
     for s in sleepers:
         assert s["frames"][0]["function"] == "sleeper"
         assert s["frames"][0]["line"] == line_of("# SLEEP")
-        assert s["frames"][-1]["function"] == "Thread._bootstrap"
+        assert s["frames"][-1]["function"] == bootstrap_name(interp)
     # Asleep in time.sleep most of the time: without the GIL and off CPU. It wakes every
     # 20 ms and may then wait up to the 5 ms switch interval for the GIL, so not always.
     assert sum(not s["has_gil"] for s in sleepers) >= 6
@@ -239,26 +275,41 @@ def test_record_pid_stacks_status_and_replay(interp, work):
     cmd = need(interp)
     out = os.path.join(work, "out.tach")
     with Target(cmd, work, 30) as t:
-        p = tach("record", "--pid", str(t.pid), "-a", "--mode", "cpu", "-d", "2", "-o", out)
+        # 3 s: over 1,000 main-thread samples even when a loaded machine gives the sampler
+        # 500 Hz (it did, at a load of 12 on 2 cores).
+        p = tach("record", "--pid", str(t.pid), "-a", "--mode", "cpu", "-d", "3", "-o", out)
     assert p.returncode == 0, p.stderr
-    assert re.search(r"tach: [\d,]+ samples in 2\.\d\d s", p.stderr), p.stderr
+    assert re.search(r"tach: [\d,]+ samples in 3\.\d\d s", p.stderr), p.stderr
     data = _native.load(out)
     assert data["python_version"][:2] == version_of(interp)
+    if not interp[2]:
+        # The micro version too (before 3.11 from the PY_VERSION string in the binary).
+        assert tuple(data["python_version"]) == full_version(cmd)
     assert data["mode"] == "cpu"
     st = stacks(data)
     main = [s for s in st if s[0] == t.pid]
-    # cpu mode keeps on-CPU samples: the busy main thread's, hardly the sleeper's.
+    # cpu mode keeps on-CPU samples: the busy main thread's, far fewer of the sleeper's.
+    # On a loaded machine a sleeper that woke waits in the run queue, and runnable counts
+    # as on CPU (`R`, as CPython reads it): at a load of 10 on 2 cores it was on CPU in
+    # up to a quarter as many samples as the main thread.
     assert len(main) > 1000, (len(main), p.stderr)
-    assert len(main) > 10 * (len(st) - len(main))
+    assert len(main) > 2 * (len(st) - len(main))
     assert all(status & MAIN_THREAD and status & ON_CPU for _, status, _ in main)
     assert sum(bool(status & HAS_GIL) for _, status, _ in main) > 0.9 * len(main)
     # Blocking (the default at 1 kHz): every stack is one moment's, at the right lines.
-    torn = [s for _, _, s in main if not well_formed(s)]
+    # Those with the GIL, that is: the main thread drops it when the sleeper asks for it,
+    # and 3.9/3.10 drop it in `middle` before its call, a stack of its own (without leaf)
+    # that a loaded machine makes last (1% of the samples at a load of 12). The moments
+    # between leaf's calls are real too: <module> on its loop condition, middle before its
+    # call (on 3.9/3.10, which allocate a frame object per call, over 1% of the samples).
+    torn = [s for _, status, s in main if status & HAS_GIL and not consistent(s)]
     assert len(torn) < 0.01 * len(main), torn[:5]
     assert data["stats"]["error_rate"] < 1.0, data["stats"]
     replayed = replay_count(out)
     if replayed is not None:
-        assert replayed == len(st)
+        # Samples taken before the program's first frame (the interpreter starting up)
+        # have an empty stack, which a collapsed rendering leaves out.
+        assert replayed == sum(1 for _, _, s in st if s)
 
 
 @pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
@@ -271,7 +322,8 @@ def test_record_starts_the_program_and_returns_its_status(interp, work):
         f.write(TARGET)
     out = os.path.join(work, "out.tach")
     python = cmd[-1]
-    record = [TACH, "record", "-o", out, "--", python, script, "1.5", "7"]
+    # 3 s: at least 1,000 samples even when a loaded machine gives the sampler 600 Hz.
+    record = [TACH, "record", "-o", out, "--", python, script, "3", "7"]
     if interp[2]:
         record = [CHROOT, "run", "--"] + record
     p = subprocess.run(record, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
@@ -282,6 +334,12 @@ def test_record_starts_the_program_and_returns_its_status(interp, work):
     st = stacks(data)
     shaped = [s for _, _, s in st if well_formed(s)]
     assert len(shaped) > 1000, (len(shaped), len(st), p.stderr)
+    assert subprocess.run([TACH, "verify", out], capture_output=True).returncode == 0
+    replayed = replay_count(out)
+    if replayed is not None:
+        # Samples taken before the program's first frame (the interpreter starting up)
+        # have an empty stack, which a collapsed rendering leaves out.
+        assert replayed == sum(1 for _, _, s in st if s)
 
 
 EXCEPTIONS = """\
@@ -310,13 +368,14 @@ while time.monotonic() < end:
 
 @pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
 def test_exception_mode_from_outside(interp, work):
-    """3.15's debug offsets hold the exception state: exception mode keeps the samples
-    taken while an exception is handled. 3.13's and 3.14's lack it: refused, by name."""
+    """3.15's debug offsets hold the exception state, and so do the generated layouts
+    of 3.9-3.12: exception mode keeps the samples taken while an exception is handled.
+    3.13's and 3.14's debug offsets lack it: refused, by name."""
     cmd = need(interp)
     out = os.path.join(work, "out.tach")
     with Target(cmd, work, 30, text=EXCEPTIONS, name="exceptions.py") as t:
         p = tach("record", "--pid", str(t.pid), "--mode", "exception", "-d", "2", "-o", out)
-    if version_of(interp) < (3, 15):
+    if version_of(interp) in ((3, 13), (3, 14)):
         assert p.returncode == 1, p.stderr
         assert "--mode exception cannot be recorded from outside on CPython 3.1" in p.stderr, p.stderr
         return
@@ -327,6 +386,60 @@ def test_exception_mode_from_outside(interp, work):
     inner = [s[0][0] for _, _, s in st]
     assert inner.count("handler") > 0.95 * len(inner), inner[:20]
     assert "plain" not in inner
+
+
+# ------------------------------------------------------- programs that end soon
+
+CHURN = """\
+import sys, threading, time
+
+def work():
+    s = 0
+    for i in range(2000):
+        s += i
+
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
+def test_record_returns_when_threads_end_while_paused(interp, work):
+    """`tach record --` of a program whose threads start and end all the time (each one
+    holds the GIL, so the sampler pauses it; some end while paused), and of one that
+    exits at once (while tach looks for its interpreter): tach returns the program's
+    status every time. A thread that ended while ptrace held it stayed a zombie traced
+    by tach, and the kernel did not report the program's exit: tach waited forever
+    (before, 18 of 20 runs of the first program on 3.11, and 5 of 5 on 3.13)."""
+    cmd = need(interp)
+    python = cmd[-1]
+    churn = os.path.join(work, "churn.py")
+    with open(churn, "w") as f:
+        f.write(CHURN)
+    quick = os.path.join(work, "quick.py")
+    with open(quick, "w") as f:
+        f.write("import sys\nsys.exit(int(sys.argv[2]))\n")
+    runs = [(churn, "0.5")] * 3 + [(quick, "0")] * 5
+    for i, (script, seconds) in enumerate(runs):
+        out = os.path.join(work, f"out{i}.tach")
+        record = [TACH, "record", "-o", out, "--", python, script, seconds, "5"]
+        if interp[2]:
+            record = [CHROOT, "run", "--"] + record
+        try:
+            p = subprocess.run(record, capture_output=True, text=True, timeout=60, cwd=REPO)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"tach record -- {os.path.basename(script)} hung (run {i})")
+        assert p.returncode == 5, (i, p.stderr)
+        assert "panicked" not in p.stderr, p.stderr
+        data = _native.load(out)
+        if script == churn:
+            assert len(data["samples"]) > 50, (i, p.stderr)
 
 
 # ------------------------------------------------------------ errors and targets
@@ -351,7 +464,7 @@ def test_a_pid_that_is_not_python_or_gone_gets_a_clear_error(work):
     assert p.returncode == 1 and f"no process {sleeper.pid}" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("minor", [9, 10, 11, 12])
+@pytest.mark.parametrize("minor", [7, 8])
 def test_unsupported_versions_are_named(minor, work):
     python = pyenv(minor)
     if python is None:
@@ -364,8 +477,7 @@ def test_unsupported_versions_are_named(minor, work):
         p = tach("record", "--pid", str(target.pid), "-o", out)
         assert p.returncode == 1, p.stderr
         assert re.search(rf"runs CPython 3\.{minor}\.\d+, which tach cannot record from outside", p.stderr), p.stderr
-        if minor == 11:
-            assert "python -m tach run" in p.stderr
+        assert "panicked" not in p.stderr
         assert _native.load(out)["samples"] == []
         d = tach("dump", str(target.pid))
         assert d.returncode == 1 and f"CPython 3.{minor}" in d.stderr
@@ -436,14 +548,31 @@ def test_forks_and_a_thousand_short_threads(work):
 # ------------------------------------------------------------------ accuracy
 
 
-def test_attach_accuracy_against_pyspy(tmp_path):
+# Two real programs per version. The packages are installed once, by the harness's
+# interpreter (3.11): the releases it gets of networkx and pyflakes need 3.10 and 3.11
+# (ast.Match), so 3.9 and 3.10 run jinja2 instead.
+ACCURACY = [(9, "pygments,jinja2"), (10, "pygments,jinja2"), (11, "networkx,pygments"),
+            (12, "networkx,pygments"), (13, "networkx,pygments")]
+
+
+@pytest.mark.parametrize("minor,programs", ACCURACY, ids=[f"3.{m}" for m, _ in ACCURACY])
+def test_attach_accuracy_against_pyspy(minor, programs, tmp_path):
     """tach attached from outside and py-spy attached to the same execution agree on
-    real programs (networkx, pygments) within 2 points per function. Both at 1 kHz: tach
-    is outside, so py-spy's stops do not hold its sampler, and at 200 Hz py-spy's own
-    sampling noise (about 1 point on a share near 50%) was most of the gap."""
-    python = pyenv(13)
+    real programs within 2 points per function. 15 s: py-spy gets at least 5,000 samples
+    on a loaded machine (about 400 Hz at a load of 10). Both at 1 kHz: tach is outside, so
+    py-spy's stops do not hold its sampler, and at 200 Hz py-spy's own sampling noise
+    (about 1 point on a share near 50%) was most of the gap."""
+    python = pyenv(minor)
     if python is None:
-        pytest.skip("SKIPPED: attach accuracy: no pyenv CPython 3.13 here")
+        pytest.skip(f"SKIPPED: attach accuracy: no pyenv CPython 3.{minor} here")
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > 2 * cores:
+        # Measured at loads of 7-12 on 2 cores (2026-11-25): py-spy got 200-400 Hz and
+        # failed up to half its samples while tach's pause, descheduled with it, held
+        # the thread; generator-heavy programs (pygments, networkx) then moved by 2-7
+        # points between runs on every version, 3.13 included. Not a measurement.
+        pytest.skip(f"SKIPPED: attach accuracy on 3.{minor}: load {load:.1f} on {cores} "
+                    "cores, py-spy and tach starve each other")
     pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(pyspy):
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=False)
@@ -451,7 +580,7 @@ def test_attach_accuracy_against_pyspy(tmp_path):
         pytest.skip("SKIPPED: attach accuracy: py-spy could not be installed from PyPI")
     out = tmp_path / "accuracy.json"
     run = subprocess.run(
-        [sys.executable, HARNESS, "--programs", "networkx,pygments", "--seconds", "10",
+        [sys.executable, HARNESS, "--programs", programs, "--seconds", "15",
          "--reference-rate", "1000", "--same-process", "--attach", TACH, "--python", python,
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO,
@@ -459,7 +588,7 @@ def test_attach_accuracy_against_pyspy(tmp_path):
     print(run.stdout, file=sys.stderr)
     assert run.returncode == 0, run.stdout + run.stderr
     results = json.loads(out.read_text())["results"]
-    for name in ("networkx", "pygments"):
+    for name in programs.split(","):
         r = results[name]
         assert r["samples"] > 5000 and r["reference_samples"] > 5000, (name, r)
         assert r["error_rate"] <= 1.0, (name, r["error_rate"])

@@ -6,7 +6,11 @@
 //! - Its dynamic symbols give `_PyRuntime`, `Py_Version` and the type objects the sampler
 //!   validates with, relocated by where the file is mapped.
 //! - 3.13 and later: the layout is the target's own `_Py_DebugOffsets`
-//!   ([`super::target::detect_layout`]). Other versions get a clear error.
+//!   ([`super::target::detect_layout`]).
+//! - 3.9 to 3.12: the layout generated from that version's headers
+//!   ([`super::static_layout`]), picked by the target's version: `Py_Version` from 3.11,
+//!   the `PY_VERSION` string in the interpreter's file before.
+//! - Other versions and free-threaded builds get a clear error.
 //!
 //! Reading another process needs the permission `ptrace` needs; a refusal names the
 //! ways to get it.
@@ -15,9 +19,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::elf::{ElfError, ElfFile};
+use super::layout::InterpreterLayout;
 use super::memory::{MemoryReader, ProcessVmReader, ReadError};
 use super::resolve::Types;
 use super::sampler::Target;
+use super::static_layout::{find_pthread_tid, StaticLayout};
 use super::target::{detect_layout, opcode_tables_from};
 
 /// What to do when the kernel refuses to let us read a process.
@@ -41,15 +47,15 @@ pub enum AttachError {
     NotPython { pid: i32, exe: String },
     #[error(
         "process {pid} runs CPython {version}, which tach cannot record from outside \
-         (it can: 3.13, 3.14, 3.15){hint}"
+         (it can: 3.9 to 3.15, not free-threaded)"
     )]
-    Unsupported {
-        pid: i32,
-        version: String,
-        hint: &'static str,
-    },
+    Unsupported { pid: i32, version: String },
     #[error("process {pid}: {what}")]
     Layout { pid: i32, what: String },
+    /// The interpreter is mapped but has not initialised its runtime yet (a program
+    /// tach has just started): worth trying again.
+    #[error("process {pid}: its CPython {version} runtime is not initialised yet")]
+    Starting { pid: i32, version: String },
     #[error("process {pid}: {source}")]
     Elf {
         pid: i32,
@@ -238,8 +244,10 @@ pub fn find(pid: i32) -> Result<Found, AttachError> {
                     .map_err(|e| read_error(pid, "reading Py_Version", e))?;
                 ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8)
             }
+            // Before 3.11: the minor version from the file's name, the micro one
+            // from the PY_VERSION string compiled into it.
             None => match version_from_name(&file.path) {
-                Some((a, b)) => (a, b, 0),
+                Some((a, b)) => (a, b, elf.version_micro(a, b).unwrap_or(0)),
                 None => (0, 0, 0),
             },
         };
@@ -273,7 +281,7 @@ pub fn attach(pid: i32, want_opcodes: bool) -> Result<Target, AttachError> {
             .or_else(|| n.strip_prefix("python"))
             .is_some_and(|v| v.split(".so").next().is_some_and(|v| v.ends_with('t')))
     });
-    if !(major == 3 && (13..=15).contains(&minor)) || free_threaded {
+    if !(major == 3 && (9..=15).contains(&minor)) || free_threaded {
         let version = if found.version == (0, 0, 0) {
             "of unknown version".to_string()
         } else {
@@ -286,15 +294,7 @@ pub fn attach(pid: i32, want_opcodes: bool) -> Result<Target, AttachError> {
                 }
             )
         };
-        return Err(AttachError::Unsupported {
-            pid,
-            version,
-            hint: if (major, minor) == (3, 11) && !free_threaded {
-                "; record 3.11 in-process: python -m tach run"
-            } else {
-                ""
-            },
-        });
+        return Err(AttachError::Unsupported { pid, version });
     }
     if found.types.code == 0 || found.types.none == 0 {
         return Err(AttachError::Layout {
@@ -304,6 +304,9 @@ pub fn attach(pid: i32, want_opcodes: bool) -> Result<Target, AttachError> {
                 found.file
             ),
         });
+    }
+    if minor <= 12 {
+        return legacy_target(pid, mem, found, want_opcodes);
     }
     let layout = detect_layout(&mem, found.runtime, found.version)
         .map_err(|what| AttachError::Layout { pid, what })?;
@@ -325,6 +328,79 @@ pub fn attach(pid: i32, want_opcodes: bool) -> Result<Target, AttachError> {
         mem: Box::new(mem),
         layout,
         runtime: found.runtime,
+        types: found.types,
+        pid: pid as u64,
+        opcodes,
+    })
+}
+
+/// The target of a CPython 3.9-3.12 process, from the generated layout of its version,
+/// checked against the process before any sample is taken.
+fn legacy_target(
+    pid: i32,
+    mem: ProcessVmReader,
+    found: Found,
+    want_opcodes: bool,
+) -> Result<Target, AttachError> {
+    let (major, minor, _) = found.version;
+    let layout_error = |what: String| AttachError::Layout { pid, what };
+    if want_opcodes {
+        return Err(layout_error(format!(
+            "opcodes cannot be recorded from outside on CPython {major}.{minor} (record \
+             in-process: python -m tach run --opcodes)"
+        )));
+    }
+    let mut layout = StaticLayout::for_version(found.version).map_err(layout_error)?;
+    let runtime = found.runtime;
+    let o = layout.offsets().clone();
+    // The main thread's pthread_t, which is also how 3.9 and 3.10 name threads.
+    let main_pthread = mem
+        .read_u64(runtime.wrapping_add(layout.runtime_main_thread))
+        .map_err(|e| read_error(pid, "reading _PyRuntime.main_thread", e))?;
+    if main_pthread == 0 {
+        return Err(AttachError::Starting {
+            pid,
+            version: format!("{major}.{minor}"),
+        });
+    }
+    if layout.needs_pthread_tid() {
+        let off = find_pthread_tid(&mem, main_pthread, pid).ok_or_else(|| {
+            layout_error(format!(
+                "CPython {major}.{minor} keeps no native thread ids, and the C library's \
+                 thread structure of the main thread (at {main_pthread:#x}) does not hold \
+                 its id"
+            ))
+        })?;
+        layout.set_pthread_tid(off);
+    }
+    // One sanity check of the layout against the process: the first interpreter's first
+    // thread state points back at it. A build whose layout differs from the headers the
+    // table came from (a debug build, a patched interpreter) fails here, not with
+    // garbage samples.
+    let interp = mem
+        .read_u64(runtime.wrapping_add(o.runtime_interpreters_head))
+        .map_err(|e| read_error(pid, "reading the interpreter list", e))?;
+    if interp != 0 {
+        let tstate = mem
+            .read_u64(interp.wrapping_add(o.interp_threads_head))
+            .map_err(|e| read_error(pid, "reading the thread list", e))?;
+        let back = match tstate {
+            0 => interp,
+            t => mem.read_u64(t.wrapping_add(o.tstate_interp)).unwrap_or(0),
+        };
+        if back != interp {
+            return Err(layout_error(format!(
+                "the CPython {major}.{minor} layout tach has does not fit this interpreter \
+                 ({}): its thread state does not point back at its interpreter",
+                found.file
+            )));
+        }
+    }
+    let opcodes = layout.opcode_tables();
+    Ok(Target {
+        mem: Box::new(mem),
+        layout: Box::new(layout),
+        runtime,
         types: found.types,
         pid: pid as u64,
         opcodes,

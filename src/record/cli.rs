@@ -1,11 +1,11 @@
 //! `tach record`: one options type for every way of recording, and the choice of way.
 //!
 //! - `--pid PID`: attach to a running process from outside (`external`).
-//! - `-- python app.py ARGS`, CPython 3.13 and later (or a command that is not an
-//!   interpreter, such as a script with a shebang): start the program and record it
-//!   from outside. The program needs no tach package.
-//! - `-- python app.py ARGS`, older interpreters, `--opcodes` before 3.15 (whose
-//!   interpreters export no de-specialisation table) or `--in-process`: run it through
+//! - `-- python app.py ARGS` (or a command that is not an interpreter, such as a script
+//!   with a shebang): start the program and record it from outside. The program needs
+//!   no tach package. An interpreter tach cannot read (3.8, 3.16) gets attach's error.
+//! - `-- python app.py ARGS` with `--opcodes` before 3.15 (whose interpreters export no
+//!   de-specialisation table) or `--in-process`: run it through
 //!   the `tach` Python package (`python -m tach run ...`), which must be importable by
 //!   that interpreter.
 
@@ -179,14 +179,15 @@ impl RecordCommand {
         Ok(opts)
     }
 
-    /// Whether the command must be run in-process: asked for, or an interpreter older
-    /// than 3.13 (or `--opcodes` before 3.15). A command that does not answer as a
-    /// Python interpreter is recorded from outside.
+    /// Whether the command must be run in-process: asked for, or `--opcodes` before
+    /// 3.15. Anything else (CPython 3.9 to 3.15, a command that does not answer as a
+    /// Python interpreter, a version tach cannot read, which then gets a clear error) is
+    /// recorded from outside.
     fn needs_in_process(&self) -> bool {
         if self.in_process {
             return true;
         }
-        let Some(python) = self.argv.first() else {
+        let Some(python) = self.argv.first().filter(|_| self.opcodes) else {
             return false;
         };
         let probe = Command::new(python)
@@ -205,7 +206,7 @@ impl RecordCommand {
             return false;
         };
         let minor = (hex >> 16) & 0xff;
-        (hex >> 24) == 3 && (minor < 13 || (self.opcodes && minor < 15))
+        (hex >> 24) == 3 && minor < 15
     }
 
     /// Records as asked and returns tach's exit code: the program's own when tach ran

@@ -168,6 +168,46 @@ impl ElfFile {
     }
 
     /// The value (link-time address) of a defined symbol.
+    /// The micro version of CPython `major.minor` from the `PY_VERSION` string compiled
+    /// into the interpreter, for versions that export no `Py_Version` (before 3.11). The
+    /// linker merges a string into another one it ends (`"3.9.18"` into the install
+    /// prefix `".../versions/3.9.18"`), so the first string that ends with
+    /// `major.minor.micro` (and an alphanumeric suffix such as `rc1` or a `+`) is taken.
+    pub fn version_micro(&self, major: u8, minor: u8) -> Option<u8> {
+        let needle = format!("{major}.{minor}.");
+        let bytes: &[u8] = &self.map;
+        let mut from = 0;
+        while let Some(at) = find(&bytes[from..], needle.as_bytes()) {
+            let begin = from + at;
+            let start = begin + needle.len();
+            from = start;
+            let before = begin.checked_sub(1).map(|i| bytes[i]);
+            if before.is_some_and(|b| b.is_ascii_digit() || b == b'.') {
+                continue;
+            }
+            let digits = bytes[start..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let rest = &bytes[start + digits..];
+            let Some(end) = rest.iter().take(5).position(|&b| b == 0) else {
+                continue;
+            };
+            let suffix_ok = rest[..end]
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'+');
+            if (1..=3).contains(&digits) && suffix_ok {
+                if let Some(micro) = std::str::from_utf8(&bytes[start..start + digits])
+                    .ok()
+                    .and_then(|d| d.parse().ok())
+                {
+                    return Some(micro);
+                }
+            }
+        }
+        None
+    }
+
     pub fn symbol(&self, name: &str) -> Option<u64> {
         let want = name.as_bytes();
         for &(off, size, str_off, str_size) in &self.tables {
@@ -198,6 +238,21 @@ impl ElfFile {
     }
 }
 
+/// The first position of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut at = 0;
+    while at + needle.len() <= hay.len() {
+        let k = hay[at..].iter().position(|&b| b == first)?;
+        at += k;
+        if hay.get(at..at + needle.len())? == needle {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +267,20 @@ mod tests {
         // libc's symbol, imported (undefined) in every Rust test binary: never found.
         assert_eq!(elf.symbol("process_vm_readv"), None);
         assert_eq!(elf.symbol("no_such_symbol_anywhere"), None);
+    }
+
+    #[test]
+    fn finds_the_micro_version_in_a_merged_string() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        // What 3.10's linker leaves: PY_VERSION merged into the install prefix, after a
+        // string that only looks like a version (a longer number ends it).
+        exe.extend_from_slice(b"\0see 13.10.99\0/root/.pyenv/versions/3.10.13\0");
+        let path = dir.path().join("python3.10");
+        std::fs::write(&path, &exe).unwrap();
+        let elf = ElfFile::open(&path).unwrap();
+        assert_eq!(elf.version_micro(3, 10), Some(13));
+        assert_eq!(elf.version_micro(3, 11), None);
     }
 
     #[test]

@@ -70,15 +70,18 @@ pub fn alive(pid: i32) -> bool {
 
 /// Has our child `pid` exited? Its exit is only looked at (WNOWAIT), not collected. A
 /// traced child's ptrace stops are reported by `waitid` even without WSTOPPED (and left
-/// for the sampler by WNOWAIT): only an exit counts. A child we cannot wait for any more
-/// counts as exited.
+/// for the sampler by WNOWAIT): only an exit counts. A child that is gone, or whose main
+/// thread is a zombie, counts as exited too: the kernel reports a process's exit only
+/// once every one of its threads is released, and a thread that exited while the
+/// sampler traced it is released only when the sampler collects it (`ptrace_pause`) or
+/// its thread ends. Stopping the recording when the main thread is a zombie means that
+/// no thread left traced can keep tach waiting for a program that has exited.
 fn child_exited(pid: i32) -> bool {
     let exited = matches!(
         wait_child(pid, libc::WEXITED | libc::WNOWAIT),
         Some((libc::CLD_EXITED | libc::CLD_KILLED | libc::CLD_DUMPED, _))
     );
-    // SAFETY: kill with signal 0 only checks that the process exists.
-    exited || unsafe { libc::kill(pid, 0) } != 0
+    exited || !alive(pid)
 }
 
 /// `1234567` as `1,234,567`.
@@ -204,7 +207,7 @@ pub(crate) fn start(
     let attached = loop {
         match attach::attach(pid, opts.opcodes) {
             Ok(t) => break t,
-            Err(e @ AttachError::NotPython { .. })
+            Err(e @ (AttachError::NotPython { .. } | AttachError::Starting { .. }))
                 if matches!(target, Recorded::Child(_)) && began.elapsed() < startup =>
             {
                 if !target.running() {

@@ -71,6 +71,18 @@ pub struct Offsets {
     pub executable_tag_mask: u64,
     /// 3.11: `prev_instr` (the unit before the next instruction); 3.13+: `instr_ptr`.
     pub instr_is_prev: bool,
+    /// 3.9 and 3.10: frames are `PyFrameObject`s on the heap, linked by `f_back`, with
+    /// no owner byte, and `frame_instr` is `f_lasti`, a 32-bit instruction offset.
+    pub frame_object: bool,
+    /// The format of `co_linetable` (or 3.9's `co_lnotab`).
+    pub line_table: LineTableFormat,
+    /// 3.9 and 3.10: `co_code`, the bytes object whose size gives the code units (the
+    /// code object is not a variable-size object there).
+    pub code_code: Option<u64>,
+    /// 3.9 and 3.10 keep no native thread id in the thread state, only `thread_id`
+    /// (glibc's `pthread_t`, the address of its `struct pthread`): the offset of the
+    /// kernel thread id in that struct, found when attaching.
+    pub pthread_tid: Option<u64>,
 
     /// Bytes of the code object read per frame (every field below lies inside).
     pub code_header_size: u64,
@@ -88,6 +100,18 @@ pub struct Offsets {
     pub unicode_length: u64,
     pub unicode_ascii_size: u64,
     pub unicode_compact_size: u64,
+}
+
+/// How a code object maps instructions to lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LineTableFormat {
+    /// 3.11+: `co_linetable`, the location table (lines and columns).
+    #[default]
+    Locations,
+    /// 3.10: `co_linetable` as (byte delta, signed line delta) pairs.
+    Linetable310,
+    /// 3.9 and earlier: `co_lnotab` as (byte delta, signed line delta) pairs.
+    Lnotab,
 }
 
 /// What a frame's `owner` byte says about it.
@@ -255,6 +279,10 @@ impl Py311Layout {
             frame_owner: b.frame_owner,
             executable_tag_mask: 0,
             instr_is_prev: true,
+            frame_object: false,
+            line_table: LineTableFormat::Locations,
+            code_code: None,
+            pthread_tid: None,
             code_header_size: b.code_code_adaptive,
             code_filename: b.code_filename,
             code_qualname: b.code_qualname,

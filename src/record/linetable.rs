@@ -2,6 +2,7 @@
 //! instruction came from. Decoded here from bytes copied out of the code object, so no
 //! Python code runs and no GIL is taken.
 
+use super::layout::LineTableFormat;
 use crate::tach::Location;
 
 fn read_varint(t: &[u8], at: &mut usize) -> Option<u32> {
@@ -105,9 +106,107 @@ pub fn locate(table: &[u8], firstlineno: i32, index: u32) -> Option<Location> {
     None
 }
 
+/// The line of code unit `index` in a pre-3.11 line table (`format`: 3.9's `co_lnotab`
+/// or 3.10's `co_linetable`), as `PyCode_Addr2Line` computes it; -1 (a frame that has
+/// not started) is the first line. Those tables have no columns. `None` when the table
+/// does not cover the instruction; a location with `lineno == -1` when 3.10's table
+/// says the instruction has no line.
+pub fn locate_line(
+    format: LineTableFormat,
+    table: &[u8],
+    firstlineno: i32,
+    index: i64,
+) -> Option<Location> {
+    let line_only = |lineno: i32| Location {
+        lineno,
+        end_lineno: lineno,
+        column: -1,
+        end_column: -1,
+    };
+    if index < 0 {
+        return Some(line_only(firstlineno));
+    }
+    // Both tables count bytes of bytecode.
+    let addr = index.checked_mul(2)?;
+    let mut line = firstlineno;
+    let mut end = 0i64;
+    match format {
+        LineTableFormat::Lnotab => {
+            // (address increment, signed line increment) pairs: the line after the
+            // last pair whose address is not past the instruction.
+            for pair in table.chunks_exact(2) {
+                end += i64::from(pair[0]);
+                if end > addr {
+                    break;
+                }
+                line = line.wrapping_add(i32::from(pair[1] as i8));
+            }
+            Some(line_only(line))
+        }
+        LineTableFormat::Linetable310 => {
+            // (range length, signed line delta or -128 for none) pairs; an empty range
+            // only moves the line.
+            for pair in table.chunks_exact(2) {
+                let start = end;
+                end += i64::from(pair[0]);
+                let delta = pair[1] as i8;
+                let this = if delta == -128 {
+                    -1
+                } else {
+                    line = line.wrapping_add(i32::from(delta));
+                    line
+                };
+                if start != end && addr < end {
+                    return Some(line_only(this));
+                }
+            }
+            None
+        }
+        LineTableFormat::Locations => locate(table, firstlineno, index as u32),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decodes_the_tables_before_311() {
+        let line = |format, table: &[u8], index| {
+            locate_line(format, table, 10, index).map(|l| (l.lineno, l.column))
+        };
+        // 3.9: bytes 0-5 on line 10, 6-9 on line 12, 10- on line 11 (a negative step).
+        let lnotab = [6, 2, 4, 0xff];
+        assert_eq!(line(LineTableFormat::Lnotab, &lnotab, 0), Some((10, -1)));
+        assert_eq!(line(LineTableFormat::Lnotab, &lnotab, 2), Some((10, -1)));
+        assert_eq!(line(LineTableFormat::Lnotab, &lnotab, 3), Some((12, -1)));
+        assert_eq!(line(LineTableFormat::Lnotab, &lnotab, 7), Some((11, -1)));
+        assert_eq!(line(LineTableFormat::Lnotab, &lnotab, -1), Some((10, -1)));
+        // 3.10: an empty range moving the line by 1, bytes 0-3 on line 12 (+1), 4-7 on no
+        // line, 8-9 on line 9 (-3).
+        let linetable = [0, 1, 4, 1, 4, 0x80, 2, 0xfd];
+        assert_eq!(
+            line(LineTableFormat::Linetable310, &linetable, 0),
+            Some((12, -1))
+        );
+        assert_eq!(
+            line(LineTableFormat::Linetable310, &linetable, 1),
+            Some((12, -1))
+        );
+        assert_eq!(
+            line(LineTableFormat::Linetable310, &linetable, 2),
+            Some((-1, -1))
+        );
+        assert_eq!(
+            line(LineTableFormat::Linetable310, &linetable, 4),
+            Some((9, -1))
+        );
+        assert_eq!(line(LineTableFormat::Linetable310, &linetable, 5), None);
+        assert_eq!(
+            line(LineTableFormat::Linetable310, &linetable, -1),
+            Some((10, -1))
+        );
+    }
 
     #[test]
     fn decodes_each_entry_form() {

@@ -29,6 +29,7 @@ mod elf;
 pub(crate) mod external;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod layout;
+mod layouts_generated;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod linetable;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
@@ -40,6 +41,7 @@ mod ptrace_pause;
 pub(crate) mod resolve;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod sampler;
+mod static_layout;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) mod target;
 

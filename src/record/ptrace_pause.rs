@@ -8,14 +8,23 @@
 //! thread is traced: a signal the program gets, a `fork` or an `exec` behaves as without
 //! tach, and a tach that dies leaves nothing stopped.
 //!
-//! The stop is collected with `waitid(WSTOPPED)` only, never `WEXITED`: when the target
-//! is tach's own child (`tach record -- python app.py`), its exit status stays for the
-//! thread that waits for it.
-//!
 //! A thread that gets a signal while seized stops for that signal instead; it is just as
 //! still, and the detach delivers the signal. A thread that does not stop in time (in
 //! an uninterruptible sleep) is left with the interrupt pending and detached at the
 //! next call, once it has stopped.
+//!
+//! A thread that exits while seized (it ends, or the process exits while the thread is
+//! stopped or on its way to the stop) cannot be detached: it stays a zombie, reported
+//! to its tracer only, until the tracer collects its exit. Until then the kernel does not
+//! release it, and a process leader whose thread group is not empty is not reported to
+//! its parent either: a `tach record -- python app.py` whose program had exited waited
+//! for it forever (docs/recorder.md). So every thread seized and not detached is kept
+//! ([`PtracePauser::loose`]) and, at the next call, detached once stopped or its exit
+//! collected (`waitid(WEXITED)`), which is what the kernel does itself for an untraced
+//! thread. The one exit never collected here is the leader's (the thread whose id is
+//! the process id): that is the process's exit status, which belongs to its parent (tach
+//! itself for `tach record --`). A traced leader's exit reaches the parent once the
+//! tracer's thread exits, and tach stops sampling when the leader is a zombie.
 
 use std::time::{Duration, Instant};
 
@@ -30,10 +39,13 @@ const EVENT_STOP: i32 = 128;
 
 #[derive(Debug)]
 pub struct PtracePauser {
+    /// The process whose threads are paused (the thread group id).
+    pid: i32,
     /// The thread stopped now, and the signal its stop holds back (0: none).
     held: Option<(i32, i32)>,
-    /// Threads seized and interrupted that had not stopped in time.
-    late: Vec<i32>,
+    /// Threads seized and not detached: interrupted ones that had not stopped in time,
+    /// and ones that could not be detached because they were exiting.
+    loose: Vec<i32>,
     paused: u64,
     timeouts: u64,
 }
@@ -41,32 +53,42 @@ pub struct PtracePauser {
 /// `waitid(P_PID, pid, options | WNOHANG)`: the reported child's (si_code, si_status),
 /// or None when nothing is to report (or `pid` is not ours to wait for).
 pub(super) fn wait_child(pid: i32, options: libc::c_int) -> Option<(i32, i32)> {
+    wait_tid(pid, options).ok().flatten()
+}
+
+/// `waitid(P_PID, tid, options | WNOHANG)`: Ok(Some((si_code, si_status))) for a
+/// reported event, Ok(None) when there is nothing to report yet, Err(errno) when `tid`
+/// is not (or no longer) ours to wait for (ECHILD).
+fn wait_tid(tid: i32, options: libc::c_int) -> Result<Option<(i32, i32)>, i32> {
     // SAFETY: waitid writes a siginfo_t into a zeroed one we own.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let r = unsafe {
         libc::waitid(
             libc::P_PID,
-            pid as libc::id_t,
+            tid as libc::id_t,
             &mut info,
             options | libc::WNOHANG,
         )
     };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
     // SAFETY: si_pid and si_status are set by waitid for a reported child (si_pid 0
     // when none is).
     let (reported, status) = unsafe { (info.si_pid(), info.si_status()) };
-    (r == 0 && reported != 0).then_some((info.si_code, status))
+    Ok((reported != 0).then_some((info.si_code, status)))
 }
 
-/// A stop collected for `tid`: Some(signal to deliver on detach), None if not stopped.
-fn collect_stop(tid: i32) -> Option<i32> {
-    let (_, status) = wait_child(tid, libc::WSTOPPED | libc::__WALL)?;
-    let (signal, event) = (status & 0xff, status >> 8);
-    // An interrupt or a group stop holds back no signal; a signal-delivery stop does.
-    Some(if event == EVENT_STOP || signal == libc::SIGTRAP {
-        0
-    } else {
-        signal
-    })
+/// What became of a thread we trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Traced {
+    /// In a ptrace stop (collected now): the signal to deliver on detach (0: none).
+    Stopped(i32),
+    /// Not stopped yet.
+    Running,
+    /// Its exit was collected, or it is not ours to wait for any more (gone, or a
+    /// zombie leader whose exit is its parent's): nothing to detach.
+    Gone,
 }
 
 fn ptrace(request: libc::c_uint, tid: i32, data: usize) -> Result<(), i32> {
@@ -80,39 +102,80 @@ fn ptrace(request: libc::c_uint, tid: i32, data: usize) -> Result<(), i32> {
 }
 
 impl PtracePauser {
-    pub fn new() -> PtracePauser {
+    /// A pauser for the threads of process `pid`.
+    pub fn new(pid: i32) -> PtracePauser {
         PtracePauser {
+            pid,
             held: None,
-            late: Vec::new(),
+            loose: Vec::new(),
             paused: 0,
             timeouts: 0,
         }
     }
 
-    /// Detaches the threads that stopped after their pause had timed out.
-    fn reap_late(&mut self) {
-        self.late.retain(|&tid| match collect_stop(tid) {
-            Some(signal) => {
-                let _ = ptrace(libc::PTRACE_DETACH, tid, signal as usize);
-                false
+    /// Collects a stop or (not for the leader) an exit of traced thread `tid`.
+    fn collect(&self, tid: i32) -> Traced {
+        let exits = if tid == self.pid { 0 } else { libc::WEXITED };
+        match wait_tid(tid, libc::WSTOPPED | exits | libc::__WALL) {
+            Ok(Some((libc::CLD_EXITED | libc::CLD_KILLED | libc::CLD_DUMPED, _))) => Traced::Gone,
+            Ok(Some((_, status))) => {
+                let (signal, event) = (status & 0xff, status >> 8);
+                // An interrupt or a group stop holds back no signal; a signal-delivery
+                // stop does.
+                Traced::Stopped(if event == EVENT_STOP || signal == libc::SIGTRAP {
+                    0
+                } else {
+                    signal
+                })
             }
-            // Gone (ESRCH): nothing to detach.
-            None => ptrace(libc::PTRACE_INTERRUPT, tid, 0) == Ok(()),
-        });
+            Ok(None) => Traced::Running,
+            // Gone, or a traced zombie leader (whose exit we leave alone).
+            Err(libc::ECHILD) => Traced::Gone,
+            Err(_) => Traced::Running,
+        }
     }
-}
 
-impl Default for PtracePauser {
-    fn default() -> Self {
-        Self::new()
+    /// Detaches `tid`, stopped, delivering `signal`; a thread that cannot be detached
+    /// (killed while stopped: it is exiting) is kept until its exit is collected.
+    fn detach(&mut self, tid: i32, signal: i32) {
+        if ptrace(libc::PTRACE_DETACH, tid, signal as usize).is_err() {
+            self.loose.push(tid);
+        }
+    }
+
+    /// Detaches the threads left traced that have stopped since, and collects the exits
+    /// of those that exited.
+    fn reap_loose(&mut self) {
+        for tid in std::mem::take(&mut self.loose) {
+            match self.collect(tid) {
+                Traced::Stopped(signal) => self.detach(tid, signal),
+                Traced::Running => self.loose.push(tid),
+                Traced::Gone => {}
+            }
+        }
+    }
+
+    /// Threads seized and not yet detached or collected.
+    #[cfg(test)]
+    fn loose(&self) -> &[i32] {
+        &self.loose
     }
 }
 
 impl ThreadPause for PtracePauser {
     fn pause(&mut self, tid: u64) -> bool {
         self.resume();
-        self.reap_late();
+        self.reap_loose();
         let tid = tid as i32;
+        // Only a thread of the target: a thread id read from a freed thread state may
+        // name nothing, or a thread of another process (ESRCH). EPERM (no right to
+        // signal it, though ptrace may be allowed: CAP_SYS_PTRACE) says it exists.
+        // SAFETY: tgkill with signal 0 only checks that `tid` is a thread of `pid`.
+        if unsafe { libc::syscall(libc::SYS_tgkill, self.pid, tid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        {
+            return false;
+        }
         // Gone, traced by someone else this moment (a debugger, py-spy stopping the
         // process for its own sample) or not ours to trace: read it running. A refusal
         // is not final, as another tracer lets go.
@@ -120,19 +183,23 @@ impl ThreadPause for PtracePauser {
             return false;
         }
         if ptrace(libc::PTRACE_INTERRUPT, tid, 0).is_err() {
-            let _ = ptrace(libc::PTRACE_DETACH, tid, 0);
+            self.detach(tid, 0);
             return false;
         }
         let start = Instant::now();
         loop {
-            if let Some(signal) = collect_stop(tid) {
-                self.held = Some((tid, signal));
-                self.paused += 1;
-                return true;
+            match self.collect(tid) {
+                Traced::Stopped(signal) => {
+                    self.held = Some((tid, signal));
+                    self.paused += 1;
+                    return true;
+                }
+                Traced::Gone => return false,
+                Traced::Running => {}
             }
             if start.elapsed() >= STOP_TIMEOUT {
                 self.timeouts += 1;
-                self.late.push(tid);
+                self.loose.push(tid);
                 return false;
             }
             std::hint::spin_loop();
@@ -141,13 +208,13 @@ impl ThreadPause for PtracePauser {
 
     fn resume(&mut self) {
         if let Some((tid, signal)) = self.held.take() {
-            let _ = ptrace(libc::PTRACE_DETACH, tid, signal as usize);
+            self.detach(tid, signal);
         }
     }
 
     fn settle(&mut self) {
         self.resume();
-        self.reap_late();
+        self.reap_loose();
     }
 
     fn paused(&self) -> u64 {
@@ -163,11 +230,14 @@ impl Drop for PtracePauser {
     fn drop(&mut self) {
         self.resume();
         let start = Instant::now();
-        while !self.late.is_empty() && start.elapsed() < DROP_WAIT {
-            self.reap_late();
-            std::thread::sleep(Duration::from_micros(200));
+        while !self.loose.is_empty() && start.elapsed() < DROP_WAIT {
+            self.reap_loose();
+            if !self.loose.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
-        // Still not stopped: the kernel detaches them when this thread exits.
+        // Still not stopped: the kernel detaches them (and releases any that exited)
+        // when this thread exits.
     }
 }
 
@@ -176,12 +246,18 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
 
-    /// Kills the child when the test ends, passed or not.
+    /// Kills the child when the test ends, passed or not. Its exit is collected if it
+    /// is reported within 2 s: a test that fails because the exit is not reported must
+    /// fail, not wait for it.
     struct Killed(std::process::Child);
     impl Drop for Killed {
         fn drop(&mut self) {
             let _ = self.0.kill();
-            let _ = self.0.wait();
+            let start = Instant::now();
+            while matches!(self.0.try_wait(), Ok(None)) && start.elapsed() < Duration::from_secs(2)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 
@@ -209,7 +285,7 @@ mod tests {
             f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
         };
         std::thread::sleep(Duration::from_millis(50));
-        let mut p = PtracePauser::new();
+        let mut p = PtracePauser::new(tid as i32);
         let mut held = 0;
         // On a loaded machine the child may not run within STOP_TIMEOUT: try again later.
         for _ in 0..200 {
@@ -235,12 +311,182 @@ mod tests {
         }
         assert_eq!(held, 3, "{p:?}");
         drop(p);
+        // A thread of another process than the pauser's is not paused (a thread id read
+        // from a freed thread state can name one).
+        let mut other = PtracePauser::new(std::process::id() as i32);
+        assert!(!other.pause(tid as u64));
+        assert_eq!(stat()[0], "R", "{other:?}");
         child.0.kill().unwrap();
         // The exit is still ours to collect: the pauser never waits for exits.
         let status = child.0.wait().unwrap();
         assert!(!status.success());
         // A thread that is gone is not paused.
-        let mut p = PtracePauser::new();
+        let mut p = PtracePauser::new(tid as i32);
         assert!(!p.pause(tid as u64));
+    }
+
+    /// Not a test: the multi-threaded target of the tests below, this test binary run
+    /// again with `TACH_PTRACE_HELPER` set. `spin`: one thread spins, its id printed;
+    /// `churn`: threads start, count a little and end, one after another. Either way it
+    /// exits (every thread at once, as a Python program's exit does) when its standard
+    /// input closes.
+    #[test]
+    #[ignore]
+    fn helper_process() {
+        use std::io::{Read, Write};
+        let Ok(mode) = std::env::var("TACH_PTRACE_HELPER") else {
+            return;
+        };
+        if mode == "spin" {
+            std::thread::spawn(|| {
+                // SAFETY: gettid has no preconditions.
+                println!("helper-tid {}", unsafe { libc::gettid() });
+                std::io::stdout().flush().unwrap();
+                let mut i = 0u64;
+                loop {
+                    i = std::hint::black_box(i.wrapping_add(1));
+                }
+            });
+        } else {
+            std::thread::spawn(|| loop {
+                std::thread::spawn(|| {
+                    let mut s = 0u64;
+                    for i in 0..20_000u64 {
+                        s = std::hint::black_box(s.wrapping_add(i));
+                    }
+                })
+                .join()
+                .unwrap();
+            });
+            println!("helper-tid 0");
+            std::io::stdout().flush().unwrap();
+        }
+        let _ = std::io::stdin().read(&mut [0u8; 1]);
+        std::process::exit(0);
+    }
+
+    /// The helper process in `mode`, and the thread id it printed (0 for `churn`).
+    fn helper(mode: &str) -> (Killed, i32) {
+        use std::io::BufRead;
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "record::ptrace_pause::tests::helper_process",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TACH_PTRACE_HELPER", mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        let tid = loop {
+            line.clear();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "the helper said nothing"
+            );
+            // After libtest's "test ... " on the same line.
+            if let Some((_, t)) = line.trim().split_once("helper-tid ") {
+                break t.parse().unwrap();
+            }
+        };
+        (Killed(child), tid)
+    }
+
+    /// Waits (up to 10 s, settling the pauser meanwhile as the sampler's ticks do) for
+    /// the exit of `child` to be reported to its parent, without collecting it.
+    fn exit_reported(p: &mut PtracePauser, child: &std::process::Child) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            p.settle();
+            if matches!(
+                wait_child(child.id() as i32, libc::WEXITED | libc::WNOWAIT),
+                Some((libc::CLD_EXITED | libc::CLD_KILLED | libc::CLD_DUMPED, _))
+            ) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    /// A thread killed while paused (its process exits) cannot be detached; its exit is
+    /// collected, so that the process's exit reaches the parent while the pauser lives.
+    /// Before, it stayed a traced zombie and `tach record --` waited for its program
+    /// forever.
+    #[test]
+    fn a_thread_killed_while_paused_does_not_hold_up_the_exit() {
+        let (mut child, tid) = helper("spin");
+        let pid = child.0.id() as i32;
+        let mut p = PtracePauser::new(pid);
+        let start = Instant::now();
+        while !p.pause(tid as u64) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "never paused: {p:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: kill with our child's pid.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert!(exit_reported(&mut p, &child.0), "{p:?}");
+        assert!(p.loose().is_empty(), "{p:?}");
+        let status = child.0.wait().unwrap();
+        assert!(!status.success());
+    }
+
+    /// Threads that start and end all the time, each paused as the GIL holder would be
+    /// (some end while seized): the process's exit still reaches its parent while the
+    /// pauser lives, and none of its threads stays traced by us.
+    #[test]
+    fn threads_ending_while_paused_do_not_hold_up_the_exit() {
+        let (mut child, _) = helper("churn");
+        let pid = child.0.id() as i32;
+        let mut p = PtracePauser::new(pid);
+        let start = Instant::now();
+        let mut tries = 0;
+        while start.elapsed() < Duration::from_secs(2) {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                break;
+            };
+            for t in tasks.flatten() {
+                let tid: i32 = t.file_name().to_string_lossy().parse().unwrap_or(pid);
+                if tid != pid {
+                    tries += 1;
+                    p.pause(tid as u64);
+                    p.settle();
+                }
+            }
+        }
+        assert!(tries > 100 && p.paused() > 0, "{tries} tries, {p:?}");
+        // None of its threads is left traced (a zombie thread would be).
+        let me = std::process::id().to_string();
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+        {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            let tracer = status
+                .lines()
+                .find_map(|l| l.strip_prefix("TracerPid:"))
+                .map(str::trim);
+            // Traced by one of our threads: the tracer id is a thread of this process.
+            let ours = tracer.is_some_and(|t| {
+                t != "0" && std::path::Path::new(&format!("/proc/{me}/task/{t}")).exists()
+            });
+            let tid = t.file_name().to_string_lossy().into_owned();
+            assert!(
+                !ours || p.loose().iter().any(|l| l.to_string() == tid),
+                "{tid} {status}"
+            );
+        }
+        drop(child.0.stdin.take());
+        assert!(exit_reported(&mut p, &child.0), "{p:?}");
+        assert_eq!(child.0.wait().unwrap().code(), Some(0));
     }
 }

@@ -313,7 +313,19 @@ fn resolve(
         ));
     }
     let linetable = read_bytes(mem, o, types, fp.linetable)?;
-    let code_units = field_u64(header, o.var_ob_size).unwrap_or(0);
+    let code_units = match o.code_code {
+        // 3.9, 3.10: the bytecode is a bytes object of its own.
+        Some(off) => {
+            let code = field_u64(header, off).unwrap_or(0);
+            let mut head = vec![0u8; o.bytes_sval as usize];
+            mem.read(code, &mut head)?;
+            if field_u64(&head, o.ob_type) != Some(types.bytes) {
+                return Err(ReadError::Invalid("co_code is not a bytes object"));
+            }
+            field_u64(&head, o.var_ob_size).unwrap_or(0) / 2
+        }
+        None => field_u64(header, o.var_ob_size).unwrap_or(0),
+    };
     if code_units == 0 || code_units > MAX_TABLE_BYTES / 2 {
         return Err(ReadError::Invalid("code object with a bad size"));
     }

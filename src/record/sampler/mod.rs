@@ -32,7 +32,9 @@ use crate::tach::{
 };
 
 use super::clock::{monotonic_us, thread_cpu_sec};
-use super::layout::{field_i32, field_u64, FrameOwner, InterpreterLayout, Offsets};
+use super::layout::{
+    field_i32, field_u64, FrameOwner, InterpreterLayout, LineTableFormat, Offsets,
+};
 use super::linetable;
 use super::memory::{MemoryReader, ReadError};
 use super::pause::{Pauser, ThreadPause};
@@ -411,7 +413,7 @@ fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
     if pid == unsafe { libc::getpid() } as u64 {
         Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
     } else {
-        Some(Box::new(PtracePauser::new()))
+        Some(Box::new(PtracePauser::new(pid as i32)))
     }
 }
 

@@ -129,8 +129,18 @@ impl Sampler {
                 // Always, where there are any: 3.11's instruction starts (below).
                 self.target.opcodes.as_ref(),
             )?;
-            let start = f.code.wrapping_add(o.code_adaptive);
-            let index = (f.instr.wrapping_sub(start) as i64).div_euclid(2);
+            let index = if o.frame_object {
+                // `f_lasti`: in bytes in 3.9, in code units from 3.10; -1 before the
+                // frame's first instruction (its first line, below).
+                let lasti = f.instr as i64;
+                match o.line_table {
+                    LineTableFormat::Lnotab if lasti >= 0 => lasti / 2,
+                    _ => lasti.max(-1),
+                }
+            } else {
+                let start = f.code.wrapping_add(o.code_adaptive);
+                (f.instr.wrapping_sub(start) as i64).div_euclid(2)
+            };
             if o.instr_is_prev {
                 // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
                 // it from tracebacks too); generator frames are always complete.
@@ -139,11 +149,13 @@ impl Sampler {
                     continue;
                 }
             }
-            if index < 0 || index as u64 >= entry.code_units {
+            let not_started = o.frame_object && index == -1;
+            if !not_started && (index < 0 || index as u64 >= entry.code_units) {
                 return Err(ReadError::Invalid("instruction pointer outside its code"));
             }
-            // The code unit at the instruction, when the bytecode was read with the header.
-            let unit_byte = hsize + 2 * index as usize;
+            // The code unit at the instruction, when the bytecode was read with the header
+            // (none for a frame object not started, index -1).
+            let unit_byte = usize::try_from(index).map_or(usize::MAX, |i| hsize + 2 * i);
             // 3.11: a caller's instruction pointer rests on the last cache entry of its
             // call (CALL, or BINARY_SUBSCR calling a class's __getitem__), whose low byte
             // is data (a function version...) and may equal RETURN_VALUE's opcode: only
@@ -166,6 +178,7 @@ impl Sampler {
             if entry.hidden {
                 continue;
             }
+            // -1 (a frame object not started) is u32::MAX: a key of its own.
             let index = index as u32;
             let opcode = match opcode_tables {
                 None => 255u8,
@@ -181,9 +194,19 @@ impl Sampler {
             let id = match entry.frames.get(&key) {
                 Some(&id) => id,
                 None => {
-                    let loc =
-                        linetable::locate(&entry.linetable, entry.fingerprint.firstlineno, index)
-                            .filter(|l| l.lineno != -1);
+                    let first = entry.fingerprint.firstlineno;
+                    let loc = match o.line_table {
+                        LineTableFormat::Locations => {
+                            linetable::locate(&entry.linetable, first, index)
+                        }
+                        format => linetable::locate_line(
+                            format,
+                            &entry.linetable,
+                            first,
+                            i64::from(index as i32),
+                        ),
+                    }
+                    .filter(|l| l.lineno != -1);
                     let op = (opcode != 255).then_some(opcode);
                     let id = self.writer.frame(&entry.filename, &entry.qualname, loc, op);
                     entry.frames.insert(key, id);

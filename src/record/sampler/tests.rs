@@ -124,14 +124,38 @@ fn fake_interpreter() -> (FakeMemory, Types, [u64; 4]) {
 /// and the file must stay valid.
 #[test]
 fn corrupted_memory_never_panics() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rand = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
+    let (image, types, regions) = chained_interpreter(false);
+    garbage_rounds(image, types, regions, offsets(), "tach-garbage");
+}
+
+/// 3.9/3.10's frame objects (`f_lasti`, 3.10's line table, `co_code` of its own) in
+/// the same image, corrupted the same way.
+#[test]
+fn corrupted_frame_objects_never_panic() {
+    let (image, types, regions) = chained_interpreter(true);
+    let o = Offsets {
+        frame_object: true,
+        line_table: LineTableFormat::Linetable310,
+        code_code: Some(56),
+        instr_is_prev: false,
+        executable_tag_mask: 0,
+        ..offsets()
     };
+    garbage_rounds(image, types, regions, o, "tach-garbage-frames");
+}
+
+/// The fake interpreter with 4 threads and their frame chains: `_PyInterpreterFrame`s
+/// in a data stack, or (`objects`) frame objects whose `f_lasti` is an index, with a
+/// `co_code` bytes object of 8 units per code object.
+fn chained_interpreter(objects: bool) -> (FakeMemory, Types, [u64; 4]) {
     let (mut image, types, [ra, rb, rc, rd]) = fake_interpreter();
+    if objects {
+        image.put_u64(rd + 0x900 + 8, types.bytes);
+        image.put_u64(rd + 0x900 + 16, 16);
+        for c in 0..4u64 {
+            image.put_u64(rc + 0x200 * c + 56, rd + 0x900);
+        }
+    }
     let interp = ra + 0x100;
     image.put_u64(ra + 32, 1); // GIL locked, by thread 0
     image.put_u64(ra + 40, ra + 0x200);
@@ -150,11 +174,30 @@ fn corrupted_memory_never_panics() {
             image.put_u64(f, if j == 0 { 0 } else { f - 64 });
             let code = rc + 0x200 * (j % 4);
             image.put_u64(f + 8, code);
-            image.put_u64(f + 16, code + 64 + 2 * (j % 8));
+            if objects {
+                // f_lasti: -1 (not started) for some, else a unit index.
+                let lasti = if j % 5 == 4 { -1 } else { (j % 8) as i32 };
+                image.put(f + 16, &lasti.to_ne_bytes());
+            } else {
+                image.put_u64(f + 16, code + 64 + 2 * (j % 8));
+            }
         }
         image.put_u64(ts + 24, base + 64 * (depth - 1));
     }
-    let dir = std::env::temp_dir().join(format!("tach-garbage-{}", std::process::id()));
+    (image, types, [ra, rb, rc, rd])
+}
+
+/// Samples `image`, intact then with more and more random words, 50 ticks a round.
+fn garbage_rounds(image: FakeMemory, types: Types, regions: [u64; 4], o: Offsets, name: &str) {
+    let [ra, rb, rc, rd] = regions;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for round in 0..40u64 {
         let mut mem = image.clone();
@@ -172,7 +215,7 @@ fn corrupted_memory_never_panics() {
         }
         let target = Target {
             mem: Box::new(mem),
-            layout: Box::new(TestLayout(offsets())),
+            layout: Box::new(TestLayout(o.clone())),
             runtime: ra,
             types,
             pid: 100,

@@ -138,8 +138,7 @@ impl Sampler {
                     let still = i == interp
                         && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
                         && field_u64(&self.tstate_buf, o.tstate_interp) == Some(interp)
-                        && field_u64(&self.tstate_buf, o.tstate_native_thread_id)
-                            == Some(self.target.pid);
+                        && self.native_tid(&o, &self.tstate_buf) == self.target.pid;
                     if still {
                         let tid = self.target.pid;
                         if self
@@ -181,7 +180,7 @@ impl Sampler {
                     break;
                 }
                 let next = field_u64(&self.tstate_buf, o.tstate_next).unwrap_or(0);
-                let tid = field_u64(&self.tstate_buf, o.tstate_native_thread_id).unwrap_or(0);
+                let tid = self.native_tid(&o, &self.tstate_buf);
                 let is_main = tid == self.target.pid;
                 // tid 0: a thread state created for a thread that has not started yet
                 // (3.13+ create it in the parent); it has no frames and no identity.
@@ -253,24 +252,14 @@ impl Sampler {
         let Some(gil) = gil.get_mut(..len) else {
             return state;
         };
-        let mut tid_bytes = [0u8; 8];
         for _ in 0..3 {
             let (locked, holder) = state;
             if !locked || holder == 0 {
                 return state;
             }
-            if self
-                .target
-                .mem
-                .read(
-                    holder.wrapping_add(o.tstate_native_thread_id),
-                    &mut tid_bytes,
-                )
-                .is_err()
-            {
+            let Some(tid) = self.tid_of_tstate(o, holder) else {
                 return state;
-            }
-            let tid = u64::from_ne_bytes(tid_bytes);
+            };
             if self.pauser.is_none() || tid == 0 {
                 return state;
             }
@@ -298,6 +287,43 @@ impl Sampler {
         }
         self.paused_on_cpu = None;
         state
+    }
+
+    /// The kernel thread id of the thread state whose image is `ts`: its
+    /// `native_thread_id`, or (3.9, 3.10) the one in the C library's thread structure
+    /// that its `thread_id` (a `pthread_t`) points at. 0 when unknown: such a thread
+    /// state is skipped, as one not yet bound to a thread.
+    pub(super) fn native_tid(&self, o: &Offsets, ts: &[u8]) -> u64 {
+        match o.pthread_tid {
+            None => field_u64(ts, o.tstate_native_thread_id).unwrap_or(0),
+            Some(off) => self.pthread_tid(field_u64(ts, o.tstate_thread_id).unwrap_or(0), off),
+        }
+    }
+
+    /// The kernel thread id in the C library's thread structure at `pthread` (0: unknown).
+    fn pthread_tid(&self, pthread: u64, off: u64) -> u64 {
+        if pthread == 0 {
+            return 0;
+        }
+        let mut b = [0u8; 4];
+        match self.target.mem.read(pthread.wrapping_add(off), &mut b) {
+            Ok(()) => u64::try_from(i32::from_ne_bytes(b)).unwrap_or(0),
+            Err(_) => 0,
+        }
+    }
+
+    /// The kernel thread id of the thread state at `tstate`, read now.
+    fn tid_of_tstate(&self, o: &Offsets, tstate: u64) -> Option<u64> {
+        let mem = &self.target.mem;
+        match o.pthread_tid {
+            None => mem
+                .read_u64(tstate.wrapping_add(o.tstate_native_thread_id))
+                .ok(),
+            Some(off) => {
+                let pthread = mem.read_u64(tstate.wrapping_add(o.tstate_thread_id)).ok()?;
+                Some(self.pthread_tid(pthread, off))
+            }
+        }
     }
 
     /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as

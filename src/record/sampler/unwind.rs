@@ -117,6 +117,13 @@ impl Sampler {
                 self.window.clear();
                 0
             }
+            // 3.9, 3.10: frame objects live on the heap, each where it was allocated,
+            // not in a data stack a page window could copy: the walk reads them one by
+            // one, from the current frame read now.
+            Some(slot) if o.frame_object => {
+                self.window.clear();
+                self.target.mem.read_u64(slot)?
+            }
             Some(slot) => {
                 self.window.pages = self.stack_pages;
                 match self.snapshot(o, read, slot, *guess) {
@@ -261,12 +268,19 @@ impl Sampler {
                     }
                 }
             };
-            let owner = *img
-                .get(o.frame_owner as usize)
-                .ok_or(ReadError::Invalid("short frame"))?;
             let prev = field_u64(img, o.frame_previous).unwrap_or(0);
             let code = field_u64(img, o.frame_executable).unwrap_or(0) & !o.executable_tag_mask;
-            let instr = field_u64(img, o.frame_instr).unwrap_or(0);
+            let (owner, instr) = if o.frame_object {
+                // A frame object has no owner; `f_lasti` is a 32-bit offset, -1 before
+                // the first instruction (kept negative, sign-extended).
+                let lasti = field_i32(img, o.frame_instr).unwrap_or(-1);
+                (0, i64::from(lasti) as u64)
+            } else {
+                let owner = *img
+                    .get(o.frame_owner as usize)
+                    .ok_or(ReadError::Invalid("short frame"))?;
+                (owner, field_u64(img, o.frame_instr).unwrap_or(0))
+            };
             match self.target.layout.frame_owner(owner) {
                 FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
                 FrameOwner::Internal => callee_python = false,
