@@ -745,7 +745,8 @@ fn export_many(
         return FAILURE;
     }
     let bar = progress_bar(files.len() as u64);
-    let results = batch::convert_all(exporter, files, dir, filter, options, &|c| {
+    let workers = batch::Workers::default();
+    let results = batch::convert_all(exporter, files, dir, filter, options, workers, &|c| {
         if let Some(b) = &bar {
             b.inc(1);
             if let Err(e) = &c.result {

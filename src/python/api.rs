@@ -7,7 +7,7 @@
 //! finishes in the background (the batch converter stops starting new files).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -16,7 +16,6 @@ use std::time::Duration;
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use rayon::prelude::*;
 
 use super::arrow::ArrowStream;
 use crate::export::{self, batch, ExportError, ExportOptions, Exporter, StartTime};
@@ -306,46 +305,27 @@ fn convert(
     }
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| tach_error(crate::tach::TachError::io(&out_dir, e)))?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(workers.unwrap_or(0))
-        .thread_name(|i| format!("tach-convert-{i}"))
-        .build()
-        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the worker pool: {e}")))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let stop = cancel.clone();
     let results = interruptible(py, Some(cancel), move || {
-        pool.install(|| {
-            paths
-                .par_iter()
-                .map(|input| convert_one(exporter, input, &out_dir, &filter, &options, &stop))
-                .collect::<Vec<_>>()
-        })
+        let workers = batch::Workers {
+            count: workers.unwrap_or(0),
+            stop: Some(&stop),
+        };
+        batch::convert_all(
+            exporter,
+            &paths,
+            &out_dir,
+            &filter,
+            &options,
+            workers,
+            &|_| {},
+        )
+        .into_iter()
+        .map(|c| (c.input, c.output, c.result.err().map(|e| e.to_string())))
+        .collect::<Vec<_>>()
     })?;
     Ok(results)
-}
-
-fn convert_one(
-    exporter: &'static dyn Exporter,
-    input: &Path,
-    out_dir: &Path,
-    filter: &SampleFilter,
-    options: &ExportOptions,
-    stop: &AtomicBool,
-) -> (PathBuf, PathBuf, Option<String>) {
-    if stop.load(Ordering::Relaxed) {
-        let out = batch::output_in(out_dir, input, exporter);
-        return (input.to_path_buf(), out, Some("interrupted".into()));
-    }
-    let inputs = [input.to_path_buf()];
-    let mut done = batch::convert_all(exporter, &inputs, out_dir, filter, options, &|_| {});
-    match done.pop() {
-        Some(c) => (c.input, c.output, c.result.err().map(|e| e.to_string())),
-        None => (
-            input.to_path_buf(),
-            out_dir.to_path_buf(),
-            Some("not converted".into()),
-        ),
-    }
 }
 
 /// (column, type name) of a query table, as `tach query --schema` shows them.

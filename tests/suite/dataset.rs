@@ -484,3 +484,54 @@ fn leftovers_of_an_interrupted_run_are_invisible_and_cleaned() {
         "the stale temporary directory is still there"
     );
 }
+
+/// The batch converter on its own worker threads: a few hundred inputs (each a golden
+/// file under its own name) come back converted, in the order given, with two workers
+/// or one per core; once stopped, no file is started. (With a rayon task per file, a
+/// conversion waiting for its own parallel work took up other whole conversions on its
+/// stack: 1,000 recordings overflowed it.)
+#[test]
+fn many_inputs_convert_in_order_on_worker_threads() {
+    use std::sync::atomic::AtomicBool;
+    use tach::export::batch::{convert_all, Workers};
+    use tach::export::{ExportOptions, Outcome};
+    use tach::SampleFilter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sources = [
+        "threads_mixed.bin",
+        "cpu_recursive.bin",
+        "deep_recursion.bin",
+    ];
+    let inputs: Vec<PathBuf> = (0..240)
+        .map(|i| {
+            let p = dir.path().join(format!("host{i:03}.bin"));
+            std::fs::copy(golden_path(sources[i % sources.len()]), &p).unwrap();
+            p
+        })
+        .collect();
+    let parquet = tach::export::find("parquet").unwrap();
+    let (filter, options) = (SampleFilter::default(), ExportOptions::default());
+    for count in [2, 0] {
+        let ds = dir.path().join(format!("ds{count}"));
+        let workers = Workers { count, stop: None };
+        let done = convert_all(parquet, &inputs, &ds, &filter, &options, workers, &|_| {});
+        let order: Vec<&PathBuf> = done.iter().map(|c| &c.input).collect();
+        assert_eq!(order, inputs.iter().collect::<Vec<_>>());
+        for c in &done {
+            assert!(matches!(c.result, Ok(Outcome::Written)), "{c:?}");
+        }
+        assert_eq!(count_by_file(&ds).len(), inputs.len());
+    }
+    // Stopped before it starts: every file is reported, none converted.
+    let stop = AtomicBool::new(true);
+    let ds = dir.path().join("stopped");
+    let workers = Workers {
+        count: 2,
+        stop: Some(&stop),
+    };
+    let done = convert_all(parquet, &inputs, &ds, &filter, &options, workers, &|_| {});
+    assert_eq!(done.len(), inputs.len());
+    assert!(done.iter().all(|c| c.result.is_err()));
+    assert!(!ds.join("samples").exists());
+}
