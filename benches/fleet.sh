@@ -12,7 +12,7 @@
 # Needs an optimised tach with the query feature (TACH, default target/release/tach:
 # `cargo build --release --bin tach --example make_fleet`) and a Python with duckdb
 # and pyspark (PY, default python3; tests/python/requirements*.txt) and Java 17 for
-# Spark.
+# Spark. Peak RSS of Spark is its Python driver's only (the JVM is a child process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-1000}
@@ -48,3 +48,13 @@ python3 benches/time_rss.py -n "$runs" \
   "$tach query --format csv '$top_self' $fleet/ds" \
   "$py benches/fleet_query.py duckdb top_self $fleet/ds" \
   "$py benches/fleet_query.py spark top_self $fleet/ds"
+
+echo "== the four answers must be the same rows"
+"$tach" query --format csv "$top_self" $files | tail -n +2 | tr ',' '\t' >"$fleet/answer.tach"
+"$tach" query --format csv "$top_self" "$fleet/ds" | tail -n +2 | tr ',' '\t' >"$fleet/answer.ds"
+"$py" benches/fleet_query.py duckdb top_self "$fleet/ds" >"$fleet/answer.duckdb"
+"$py" benches/fleet_query.py spark top_self "$fleet/ds" 2>/dev/null >"$fleet/answer.spark"
+for a in ds duckdb spark; do
+  cmp -s "$fleet/answer.tach" "$fleet/answer.$a" || { echo "$a differs from tach query over the TACH files" >&2; exit 1; }
+done
+echo "same rows: tach (TACH files), tach (dataset), DuckDB, Spark"

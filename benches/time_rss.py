@@ -44,7 +44,8 @@ def main() -> None:
     for c, runs in results.items():
         walls = [w for w, _ in runs]
         rss = [k for _, k in runs]
-        print(c)
+        # A command over a thousand files is shown by its start and end.
+        print(c if len(c) <= 240 else f"{c[:160]} ... {c[-60:]}")
         print("  runs: " + ", ".join(f"{w:.2f} s {k / 1024:.0f} MiB" for w, k in runs))
         print(
             f"  median: {statistics.median(walls):.2f} s, "
