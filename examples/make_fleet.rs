@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use tach::{OwnedSample, TachFile, Writer};
+use tach::{rewrite, OwnedSample, TachFile, Writer};
 
 /// SplitMix64: a small, fixed, dependency-free generator (the fleet must be
 /// reproducible, not random in any stronger sense).
@@ -95,20 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .config(h.config)
             .python_version(h.python_version)
             .create(&path)?;
-        let ids: Vec<u32> = src
-            .file
-            .frames()
-            .iter()
-            .map(|e| {
-                let f = w.intern_string(src.file.string_bytes(e.filename));
-                let n = w.intern_string(src.file.string_bytes(e.funcname));
-                w.intern_frame(tach::FrameEntry {
-                    filename: f,
-                    funcname: n,
-                    ..*e
-                })
-            })
-            .collect();
+        let ids = rewrite::copy_frames(&src.file, &mut w);
         let mut stack = Vec::new();
         let mut written = 0u64;
         let mut at = rng.below(src.samples.len() as u64) as usize;

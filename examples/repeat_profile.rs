@@ -20,19 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let span = last - first + src.header().sample_interval_us;
     let mut w = rewrite::builder_like(&src).stats(None).create(output)?;
     // Intern frames once, in the input's table order.
-    let ids: Vec<u32> = src
-        .frames()
-        .iter()
-        .map(|e| {
-            let f = w.intern_string(src.string_bytes(e.filename));
-            let n = w.intern_string(src.string_bytes(e.funcname));
-            w.intern_frame(tach::FrameEntry {
-                filename: f,
-                funcname: n,
-                ..*e
-            })
-        })
-        .collect();
+    let ids = rewrite::copy_frames(&src, &mut w);
     let mut stack = Vec::new();
     let mut written = 0u64;
     let mut round = 0u64;

@@ -47,6 +47,24 @@ pub fn final_flush_order(src: &TachFile) -> Result<Vec<(u64, u32)>> {
     Ok(flushed.into_iter().map(|t| (t.2, t.3)).collect())
 }
 
+/// Interns every frame of `src` (and its strings) in `out`, in `src`'s table order;
+/// returns each source frame's index in `out`. For tools that write samples of `src`
+/// with changes of their own (the benchmark file makers in `examples/`).
+pub fn copy_frames<W: Write + Seek>(src: &TachFile, out: &mut Writer<W>) -> Vec<u32> {
+    src.frames()
+        .iter()
+        .map(|e| {
+            let filename = out.intern_string(src.string_bytes(e.filename));
+            let funcname = out.intern_string(src.string_bytes(e.funcname));
+            out.intern_frame(super::tables::FrameEntry {
+                filename,
+                funcname,
+                ..*e
+            })
+        })
+        .collect()
+}
+
 /// Copies every sample of `src` into `out`.
 pub fn copy_samples<W: Write + Seek>(src: &TachFile, out: &mut Writer<W>) -> Result<()> {
     for (thread_id, interpreter_id) in final_flush_order(src)? {

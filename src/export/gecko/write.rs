@@ -74,6 +74,27 @@ pub(super) fn push_opt_i32(buf: &mut Vec<u8>, v: Option<i32>) {
 /// Samples written between two calls of `push_thread`'s `flush`.
 const SAMPLE_BLOCK: usize = 1 << 16;
 
+/// `[v,v,...]`, one item per sample, handed to `flush` every SAMPLE_BLOCK items.
+fn push_sample_column<T>(
+    buf: &mut Vec<u8>,
+    items: impl Iterator<Item = T>,
+    push: fn(&mut Vec<u8>, T),
+    flush: &mut dyn FnMut(&mut Vec<u8>),
+) {
+    buf.push(b'[');
+    for (i, v) in items.enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        push(buf, v);
+        if (i + 1) % SAMPLE_BLOCK == 0 {
+            flush(buf);
+        }
+    }
+    buf.push(b']');
+    flush(buf);
+}
+
 /// One thread's JSON object. `flush` is called between blocks of its sample columns,
 /// so that a caller streaming a large thread can write `buf` out and clear it.
 pub(super) fn push_thread(buf: &mut Vec<u8>, th: &Thread, flush: &mut dyn FnMut(&mut Vec<u8>)) {
@@ -89,29 +110,10 @@ pub(super) fn push_thread(buf: &mut Vec<u8>, th: &Thread, flush: &mut dyn FnMut(
     // The sample columns are as long as the thread's samples: written in blocks,
     // handed to `flush` between them.
     let n = th.samples.len();
-    buf.push(b'[');
-    for (i, v) in th.samples.stacks().enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        push_opt_u32(buf, v);
-        if (i + 1) % SAMPLE_BLOCK == 0 {
-            flush(buf);
-        }
-    }
-    flush(buf);
-    buf.extend_from_slice(b"],\"time\":[");
-    for (i, v) in th.samples.times_ms().enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        push_float(buf, v);
-        if (i + 1) % SAMPLE_BLOCK == 0 {
-            flush(buf);
-        }
-    }
-    flush(buf);
-    buf.extend_from_slice(b"],\"eventDelay\":[");
+    push_sample_column(buf, th.samples.stacks(), push_opt_u32, flush);
+    buf.extend_from_slice(b",\"time\":");
+    push_sample_column(buf, th.samples.times_ms(), push_float, flush);
+    buf.extend_from_slice(b",\"eventDelay\":[");
     for start in (0..n).step_by(SAMPLE_BLOCK) {
         if start > 0 {
             buf.push(b',');
