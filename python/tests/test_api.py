@@ -385,7 +385,17 @@ def test_convert_reports_each_file(tmp_path):
     assert not (tmp_path / "out" / "broken.collapsed.txt").exists()
 
 
-def test_convert_releases_the_gil_and_stops_on_ctrl_c(tmp_path):
+@pytest.fixture
+def python_sigint():
+    """Python's own Ctrl-C handler for the test. A process started in the background
+    by a non-interactive shell (`cmd &`) inherits SIGINT ignored, and Python then
+    installs no handler: no KeyboardInterrupt could ever be raised, whatever tach does."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_convert_releases_the_gil_and_stops_on_ctrl_c(tmp_path, python_sigint):
     big = GOLDEN / "stdlib_tests_large.bin"
     inputs = []
     for i in range(40):
@@ -422,7 +432,7 @@ def test_convert_releases_the_gil_and_stops_on_ctrl_c(tmp_path):
     assert len(done) < len(inputs), "the conversion finished before the interrupt"
 
 
-def test_reading_a_big_profile_can_be_interrupted(tmp_path):
+def test_reading_a_big_profile_can_be_interrupted(tmp_path, python_sigint):
     # A 3 M-sample profile made by the crate's repeat_profile example (built by
     # `cargo test --all-targets`, which scripts/test-all runs first).
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))

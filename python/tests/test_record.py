@@ -858,6 +858,9 @@ FINALIZE = """
     if how == "sigterm":
         os.kill(os.getpid(), signal.SIGTERM)
     if how == "sigint":
+        # Python's Ctrl-C handler even if this process inherited SIGINT ignored (a
+        # test run started in the background by a non-interactive shell).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.kill(os.getpid(), signal.SIGINT)
     spin(5)
 """
