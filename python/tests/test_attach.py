@@ -558,8 +558,9 @@ ACCURACY = [(9, "pygments,jinja2"), (10, "pygments,jinja2"), (11, "networkx,pygm
 @pytest.mark.parametrize("minor,programs", ACCURACY, ids=[f"3.{m}" for m, _ in ACCURACY])
 def test_attach_accuracy_against_pyspy(minor, programs, tmp_path):
     """tach attached from outside and py-spy attached to the same execution agree on
-    real programs within 2 points per function. 15 s: py-spy gets at least 5,000 samples
-    on a loaded machine (about 400 Hz at a load of 10). Both at 1 kHz: tach is outside, so
+    real programs within 3 points per function (the goal is 2; see the bound below).
+    15 s: py-spy gets at least 5,000 samples on a loaded machine (about 400 Hz at a
+    load of 10). Both at 1 kHz: tach is outside, so
     py-spy's stops do not hold its sampler, and at 200 Hz py-spy's own sampling noise
     (about 1 point on a share near 50%) was most of the gap."""
     python = pyenv(minor)
