@@ -2,9 +2,16 @@
  * compiles it once per version against that version's own internal headers, with
  * -DPy_BUILD_CORE, and writes src/record/layouts_generated.rs).
  *
- * Every offset the recorder reads from outside on CPython 3.9-3.12 is measured here with
- * offsetof()/sizeof(), so that the tables are the headers' own numbers, never typed in.
- * A build of tach never needs these headers: only regenerating does.
+ * - CPython 3.9-3.12 publish no _Py_DebugOffsets: every offset the recorder reads is
+ *   measured here with offsetof()/sizeof() (a `GeneratedLayout`).
+ * - CPython 3.13+ publish _Py_DebugOffsets, which lack a few things the recorder needs:
+ *   the exception state before 3.15, 3.13's frame `stacktop`, the return opcodes and the
+ *   de-specialisation table (not every interpreter exports `_PyOpcode_Deopt`). Those are
+ *   printed as a `GeneratedExtras`.
+ *
+ * So the tables are the headers' own numbers, never typed in, and the recorder (in-process
+ * or from outside) picks them by the target's version at run time. A build of tach never
+ * needs these headers: only regenerating does.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -12,15 +19,26 @@
 
 #include "Python.h"
 
-#if PY_VERSION_HEX >= 0x030B0000
-#  define NEED_OPCODE_TABLES 1
-#  include "internal/pycore_frame.h"
-#  include "internal/pycore_opcode.h"
-#endif
-#include "internal/pycore_runtime.h"
-#include "internal/pycore_interp.h"
-#if PY_VERSION_HEX < 0x030B0000
-#  include "frameobject.h"
+#if PY_VERSION_HEX >= 0x030D0000
+#  if PY_VERSION_HEX < 0x030E0000
+#    include "internal/pycore_frame.h"
+#  endif
+/* The header defines the tables when asked to; renamed so that they cannot clash with
+ * a declaration of the interpreter's own. */
+#  define NEED_OPCODE_METADATA 1
+#  define _PyOpcode_Deopt tach_py_deopt
+#  include "internal/pycore_opcode_metadata.h"
+#else
+#  if PY_VERSION_HEX >= 0x030B0000
+#    define NEED_OPCODE_TABLES 1
+#    include "internal/pycore_frame.h"
+#    include "internal/pycore_opcode.h"
+#  endif
+#  include "internal/pycore_runtime.h"
+#  include "internal/pycore_interp.h"
+#  if PY_VERSION_HEX < 0x030B0000
+#    include "frameobject.h"
+#  endif
 #endif
 
 #define OFF(type, field) ((unsigned long)offsetof(type, field))
@@ -38,6 +56,38 @@ static void table(const char *name, const uint8_t *t) {
     printf("]),\n");
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13+: what _Py_DebugOffsets does not publish. */
+int main(void) {
+    printf("    GeneratedExtras {\n");
+    printf("        version: (%d, %d),\n", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    printf("        headers: \"%s\",\n", PY_VERSION);
+    /* The exception being raised and the one being handled (`exc_info` points at the
+     * `_PyErr_StackItem` in use; 3.15's debug offsets have them, earlier ones do not). */
+    num("tstate_current_exception", OFF(PyThreadState, current_exception));
+    num("tstate_exc_info", OFF(PyThreadState, exc_info));
+    num("err_stackitem_exc_value", OFF(_PyErr_StackItem, exc_value));
+#  if PY_VERSION_HEX < 0x030E0000
+    /* 3.13: -1 while the eval loop runs the frame (see layout.rs, `frame_stacktop`). */
+    some("frame_stacktop", OFF(_PyInterpreterFrame, stacktop));
+#  else
+    none("frame_stacktop");
+#  endif
+#  ifdef RETURN_VALUE
+    some("op_return_value", RETURN_VALUE);
+#  else
+    none("op_return_value");
+#  endif
+#  ifdef RETURN_CONST
+    some("op_return_const", RETURN_CONST);
+#  else
+    none("op_return_const");
+#  endif
+    table("deopt", tach_py_deopt);
+    printf("    },\n");
+    return 0;
+}
+#else
 int main(void) {
     printf("    GeneratedLayout {\n");
     printf("        version: (%d, %d),\n", PY_MAJOR_VERSION, PY_MINOR_VERSION);
@@ -162,3 +212,4 @@ int main(void) {
     printf("    },\n");
     return 0;
 }
+#endif

@@ -146,9 +146,9 @@ enum Command {
     /// Record a Python program: start it, or attach to it with --pid.
     ///
     /// CPython 3.9-3.15 are recorded from outside: the program needs no tach package,
-    /// and tach needs permission to read its memory (as for ptrace). --in-process (and
-    /// --opcodes before 3.15) run the program through `python -m tach run`, which needs
-    /// the tach package in that interpreter. The output replays in CPython 3.15.
+    /// and tach needs permission to read its memory (as for ptrace); --opcodes from 3.11.
+    /// --in-process runs the program through `python -m tach run`, which needs the tach
+    /// package in that interpreter. The output replays in CPython 3.15.
     #[command(after_help = "Examples:
   tach record -o app.tach -- python app.py --port 8000
   tach record -o app.tach -r 10000 --mode cpu --all-threads -- python -m mypkg.main

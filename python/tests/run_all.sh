@@ -1,9 +1,9 @@
 #!/bin/sh
 # The recorder's whole test suite: CPython 3.11 on the host, the tach binary attached to
-# pyenv's and the chroot's interpreters, then 3.13, 3.14 and 3.15 in-process through the
-# CPython chroot when it is available (skipped, not failed, when it is not), and tach top's
-# live view driven in tmux.
-# Usage: python/tests/run_all.sh [pytest args...]     (about 5 minutes on 2 cores)
+# pyenv's and the chroot's interpreters, tach top's live view driven in tmux, then the
+# in-process suite again, with the same abi3 extension, on pyenv's 3.10 and 3.12 and on
+# the chroot's 3.13, 3.14 and 3.15 (each skipped loudly, not failed, when missing).
+# Usage: python/tests/run_all.sh [pytest args...]     (about 8 minutes on 2 cores)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
@@ -17,14 +17,17 @@ echo "== The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 i
 echo "== tach top's live view in tmux: pyenv 3.13 here, 3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_top_live.py) || status=1
-for v in 3.13 3.14 3.15; do
-    echo "== CPython $v (chroot)"
-    "$here/chroot.sh" "$v" "$@"
+for where_version in pyenv:3.10 pyenv:3.12 chroot:3.13 chroot:3.14 chroot:3.15; do
+    where=${where_version%%:*}
+    v=${where_version#*:}
+    echo "== CPython $v in-process ($where), the same extension"
+    "$here/run_on.sh" "$where" "$v" "$@"
     rc=$?
     case $rc in
         0) ;;
-        3) echo "SKIPPED: recorder tests on CPython $v: no CPython $v chroot here" >&2
-           [ -z "${TACH_SKIP_LOG:-}" ] || echo "SKIPPED: recorder tests on CPython $v: no CPython $v chroot here" >>"$TACH_SKIP_LOG" ;;
+        3) msg="SKIPPED: in-process recorder tests on CPython $v: no $where CPython $v here"
+           echo "$msg" >&2
+           [ -z "${TACH_SKIP_LOG:-}" ] || echo "$msg" >>"$TACH_SKIP_LOG" ;;
         *) status=1 ;;
     esac
 done

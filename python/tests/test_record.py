@@ -67,6 +67,16 @@ def funcs(stack):
     return [f[1] for f in stack]
 
 
+# Before 3.11 a code object has no co_qualname: a frame is named by co_name, as CPython's
+# tracebacks named it then ("run", not "Thread.run").
+HAS_QUALNAME = sys.version_info >= (3, 11)
+
+
+def qualname(name):
+    """`name` as this interpreter's frames are named."""
+    return name if HAS_QUALNAME else name.rsplit(".", 1)[-1]
+
+
 def line_of(path, marker):
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if marker in line:
@@ -304,7 +314,8 @@ def test_eight_threads_sleep_io_cpu(tmp_path):
         if tid != main_tid:
             assert all(not status & MAIN_THREAD for status, _ in samples)
             assert any(
-                funcs(s)[-3:] == ["Thread.run", "Thread._bootstrap_inner", "Thread._bootstrap"]
+                funcs(s)[-3:]
+                == [qualname(n) for n in ("Thread.run", "Thread._bootstrap_inner", "Thread._bootstrap")]
                 for _, s in samples
             )
     assert sorted(collections.Counter(roles.values()).values()) == [2, 2, 2, 2]
@@ -321,8 +332,9 @@ def test_eight_threads_sleep_io_cpu(tmp_path):
             assert any(s and s[0] == ("script.py", "cpu_worker", cpu_line) for _, s in samples)
             assert any(status & HAS_GIL for status, _ in samples)
         if role == "mixed_worker":
-            assert any(funcs(s)[:3] == ["<genexpr>", "mixed_worker.<locals>.inner_cpu", "mixed_worker"]
-                       or funcs(s)[:2] == ["mixed_worker.<locals>.inner_cpu", "mixed_worker"]
+            inner = qualname("mixed_worker.<locals>.inner_cpu")
+            assert any(funcs(s)[:3] == ["<genexpr>", inner, "mixed_worker"]
+                       or funcs(s)[:2] == [inner, "mixed_worker"]
                        for _, s in samples)
     # at most one thread holds the GIL at any tick (threads are read one after the
     # other, so a hand-over between two reads can rarely show two holders)
@@ -399,7 +411,7 @@ def test_generators_and_async(tmp_path):
     # the coroutine runs from the event loop, under asyncio.run
     for s in coro:
         names = funcs(s)
-        assert "BaseEventLoop._run_once" in names
+        assert qualname("BaseEventLoop._run_once") in names
         assert "<module>" in names
 
 
@@ -556,6 +568,14 @@ def test_opcodes(tmp_path):
     import dis
 
     script = write_script(tmp_path, CPU_RECURSION)
+    if sys.version_info < (3, 11):
+        # No instruction tables before 3.11: refused before the program runs, by name.
+        cmd = [sys.executable, "-m", "tach", "run", "--opcodes", "-o", str(tmp_path / "o.tach"), str(script)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        v = "%d.%d" % sys.version_info[:2]
+        assert f"opcodes cannot be recorded on CPython {v}" in proc.stderr, proc.stderr
+        return
     _, data = run_recorded(tmp_path, script, "--opcodes", "--compression", "none")
     check_header(data, features=["opcodes"])
     assert data["compression"] == "none"
@@ -582,11 +602,17 @@ def test_locations_match_co_positions(tmp_path):
     _, data = run_recorded(tmp_path, script)
     code = compile(script.read_text(), "script.py", "exec")
     positions = {}
-    for c in [code] + [k for k in code.co_consts if hasattr(k, "co_positions")]:
-        positions[c.co_name] = set(c.co_positions())
+    for c in [code] + [k for k in code.co_consts if hasattr(k, "co_lines")]:
+        if HAS_QUALNAME:
+            positions[c.co_name] = set(c.co_positions())
+        else:
+            # 3.10: lines only (no columns, no end line); a frame that has not run its
+            # first instruction yet is on co_firstlineno, as CPython's f_lineno says.
+            positions[c.co_name] = {line for _, _, line in c.co_lines()} | {c.co_firstlineno}
     for f in data["frames"]:
         if os.path.basename(f[0]) == "script.py":
-            assert tuple(f[2:6]) in positions[f[1].split(".")[-1]], f
+            where = tuple(f[2:6]) if HAS_QUALNAME else f[2]
+            assert where in positions[f[1].split(".")[-1]], f
 
 
 # ------------------------------------------------------------------------ robustness
@@ -958,6 +984,8 @@ def replay_command():
 @pytest.mark.skipif(replay_command() is None, reason="no CPython 3.15 here")
 @pytest.mark.parametrize("options", [(), ("-a", "--compression", "none"), ("--opcodes",), ("-a", "--mode", "gil")])
 def test_cpython_315_replay_reads_our_files(tmp_path, options):
+    if "--opcodes" in options and sys.version_info < (3, 11):
+        pytest.skip("no opcodes before 3.11 (test_opcodes checks the refusal)")
     cmd = replay_command()
     if cmd[0] == CHROOT and not str(tmp_path).startswith(REPO + os.sep):
         pytest.skip("the chroot only sees the checkout")

@@ -20,17 +20,20 @@ use crate::tach::TachFile;
 /// the sampling thread never does.
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 
-fn interpreter_types() -> Types {
+fn interpreter_types(py: Python<'_>) -> PyResult<Types> {
+    // `PyCode_Type` is not part of the stable ABI this extension is built for: the code
+    // type's address comes from `types.CodeType`, which is that same static object.
+    let code = py.import("types")?.getattr("CodeType")?;
     // SAFETY: taking the addresses of the interpreter's static type objects and of None;
     // nothing is read or written through them here.
-    unsafe {
+    Ok(unsafe {
         Types {
-            code: std::ptr::addr_of_mut!(ffi::PyCode_Type) as u64,
+            code: code.as_ptr() as u64,
             unicode: std::ptr::addr_of_mut!(ffi::PyUnicode_Type) as u64,
             bytes: std::ptr::addr_of_mut!(ffi::PyBytes_Type) as u64,
             none: ffi::Py_None() as u64,
         }
-    }
+    })
 }
 
 fn version(py: Python<'_>) -> (u8, u8, u8) {
@@ -96,7 +99,7 @@ fn start(
     if let Some(old) = guard.take() {
         old.stop();
     }
-    let target = target::this_process(version(py), interpreter_types(), opcodes)
+    let target = target::this_process(version(py), interpreter_types(py)?, opcodes)
         .map_err(PyRuntimeError::new_err)?;
     let session =
         Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
@@ -172,7 +175,7 @@ fn _after_fork_child() {
 /// Describes the layout the recorder would use here, or raises RuntimeError.
 #[pyfunction]
 fn describe(py: Python<'_>) -> PyResult<String> {
-    let t = target::this_process(version(py), interpreter_types(), false)
+    let t = target::this_process(version(py), interpreter_types(py)?, false)
         .map_err(PyRuntimeError::new_err)?;
     Ok(t.layout.describe())
 }

@@ -6,7 +6,8 @@
 //! - Its dynamic symbols give `_PyRuntime`, `Py_Version` and the type objects the sampler
 //!   validates with, relocated by where the file is mapped.
 //! - 3.13 and later: the layout is the target's own `_Py_DebugOffsets`
-//!   ([`super::target::detect_layout`]).
+//!   ([`super::target::detect_layout`]), with the few fields it lacks generated from
+//!   that version's headers.
 //! - 3.9 to 3.12: the layout generated from that version's headers
 //!   ([`super::static_layout`]), picked by the target's version: `Py_Version` from 3.11,
 //!   the `PY_VERSION` string in the interpreter's file before.
@@ -19,11 +20,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::elf::{ElfError, ElfFile};
-use super::layout::InterpreterLayout;
 use super::memory::{MemoryReader, ProcessVmReader, ReadError};
 use super::resolve::Types;
 use super::sampler::Target;
-use super::static_layout::{find_pthread_tid, StaticLayout};
+use super::static_layout::{FitError, StaticLayout};
 use super::target::{detect_layout, opcode_tables_from};
 
 /// What to do when the kernel refuses to let us read a process.
@@ -310,20 +310,18 @@ pub fn attach(pid: i32, want_opcodes: bool) -> Result<Target, AttachError> {
     }
     let layout = detect_layout(&mem, found.runtime, found.version)
         .map_err(|what| AttachError::Layout { pid, what })?;
-    let opcodes = if want_opcodes {
-        let tables = found
-            .deopt
-            .and_then(|addr| opcode_tables_from(&mem, found.version, Some(addr)));
-        Some(tables.ok_or_else(|| AttachError::Layout {
+    // The generated table of the version, else the interpreter's exported one.
+    let opcodes = opcode_tables_from(&mem, found.version, found.deopt);
+    if want_opcodes && opcodes.is_none() {
+        return Err(AttachError::Layout {
             pid,
             what: format!(
-                "opcodes cannot be recorded from outside on CPython {major}.{minor}: it \
-                 does not export _PyOpcode_Deopt"
+                "opcodes cannot be recorded on CPython {major}.{minor}: this tach has no \
+                 de-specialisation table for it and the interpreter exports no \
+                 _PyOpcode_Deopt"
             ),
-        })?)
-    } else {
-        None
-    };
+        });
+    }
     Ok(Target {
         mem: Box::new(mem),
         layout,
@@ -343,64 +341,31 @@ fn legacy_target(
     want_opcodes: bool,
 ) -> Result<Target, AttachError> {
     let (major, minor, _) = found.version;
-    let layout_error = |what: String| AttachError::Layout { pid, what };
-    if want_opcodes {
-        return Err(layout_error(format!(
-            "opcodes cannot be recorded from outside on CPython {major}.{minor} (record \
-             in-process: python -m tach run --opcodes)"
-        )));
-    }
-    let mut layout = StaticLayout::for_version(found.version).map_err(layout_error)?;
-    let runtime = found.runtime;
-    let o = layout.offsets().clone();
-    // The main thread's pthread_t, which is also how 3.9 and 3.10 name threads.
-    let main_pthread = mem
-        .read_u64(runtime.wrapping_add(layout.runtime_main_thread))
-        .map_err(|e| read_error(pid, "reading _PyRuntime.main_thread", e))?;
-    if main_pthread == 0 {
-        return Err(AttachError::Starting {
+    let layout = StaticLayout::for_process(found.version, &mem, found.runtime, pid, &found.file)
+        .map_err(|e| match e {
+            FitError::Read { what, source } => read_error(pid, what, source),
+            FitError::NotStarted => AttachError::Starting {
+                pid,
+                version: format!("{major}.{minor}"),
+            },
+            FitError::Mismatch(what) => AttachError::Layout { pid, what },
+        })?;
+    // 3.11 and 3.12 carry their tables (also needed without --opcodes: a caller's
+    // instruction pointer may rest in inline caches); 3.9 and 3.10 have none.
+    let opcodes = layout.opcode_tables();
+    if want_opcodes && opcodes.is_none() {
+        return Err(AttachError::Layout {
             pid,
-            version: format!("{major}.{minor}"),
+            what: format!(
+                "opcodes cannot be recorded on CPython {major}.{minor}: tach reads \
+                 instructions from 3.11 on (record without --opcodes)"
+            ),
         });
     }
-    if layout.needs_pthread_tid() {
-        let off = find_pthread_tid(&mem, main_pthread, pid).ok_or_else(|| {
-            layout_error(format!(
-                "CPython {major}.{minor} keeps no native thread ids, and the C library's \
-                 thread structure of the main thread (at {main_pthread:#x}) does not hold \
-                 its id"
-            ))
-        })?;
-        layout.set_pthread_tid(off);
-    }
-    // One sanity check of the layout against the process: the first interpreter's first
-    // thread state points back at it. A build whose layout differs from the headers the
-    // table came from (a debug build, a patched interpreter) fails here, not with
-    // garbage samples.
-    let interp = mem
-        .read_u64(runtime.wrapping_add(o.runtime_interpreters_head))
-        .map_err(|e| read_error(pid, "reading the interpreter list", e))?;
-    if interp != 0 {
-        let tstate = mem
-            .read_u64(interp.wrapping_add(o.interp_threads_head))
-            .map_err(|e| read_error(pid, "reading the thread list", e))?;
-        let back = match tstate {
-            0 => interp,
-            t => mem.read_u64(t.wrapping_add(o.tstate_interp)).unwrap_or(0),
-        };
-        if back != interp {
-            return Err(layout_error(format!(
-                "the CPython {major}.{minor} layout tach has does not fit this interpreter \
-                 ({}): its thread state does not point back at its interpreter",
-                found.file
-            )));
-        }
-    }
-    let opcodes = layout.opcode_tables();
     Ok(Target {
         mem: Box::new(mem),
         layout: Box::new(layout),
-        runtime,
+        runtime: found.runtime,
         types: found.types,
         pid: pid as u64,
         opcodes,

@@ -4,10 +4,8 @@
 //! - `-- python app.py ARGS` (or a command that is not an interpreter, such as a script
 //!   with a shebang): start the program and record it from outside. The program needs
 //!   no tach package. An interpreter tach cannot read (3.8, 3.16) gets attach's error.
-//! - `-- python app.py ARGS` with `--opcodes` before 3.15 (whose interpreters export no
-//!   de-specialisation table) or `--in-process`: run it through
-//!   the `tach` Python package (`python -m tach run ...`), which must be importable by
-//!   that interpreter.
+//! - `-- python app.py ARGS` with `--in-process`: run it through the `tach` Python
+//!   package (`python -m tach run ...`), which must be importable by that interpreter.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -179,34 +177,12 @@ impl RecordCommand {
         Ok(opts)
     }
 
-    /// Whether the command must be run in-process: asked for, or `--opcodes` before
-    /// 3.15. Anything else (CPython 3.9 to 3.15, a command that does not answer as a
-    /// Python interpreter, a version tach cannot read, which then gets a clear error) is
-    /// recorded from outside.
+    /// Whether the command must be run in-process: only when asked for. Everything else
+    /// (CPython 3.9 to 3.15, `--opcodes` included from 3.11, a command that does not
+    /// answer as a Python interpreter, a version tach cannot read, which then gets a clear
+    /// error) is recorded from outside.
     fn needs_in_process(&self) -> bool {
-        if self.in_process {
-            return true;
-        }
-        let Some(python) = self.argv.first().filter(|_| self.opcodes) else {
-            return false;
-        };
-        let probe = Command::new(python)
-            .args(["-c", "import sys; print(sys.hexversion)"])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output();
-        let hex = match probe {
-            Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-                .trim()
-                .parse::<u64>()
-                .ok(),
-            _ => None,
-        };
-        let Some(hex) = hex else {
-            return false;
-        };
-        let minor = (hex >> 16) & 0xff;
-        (hex >> 24) == 3 && minor < 15
+        self.in_process
     }
 
     /// Records as asked and returns tach's exit code: the program's own when tach ran

@@ -225,9 +225,8 @@ pub(crate) fn start(
         return Err(AttachError::Layout {
             pid,
             what: format!(
-                "--mode exception cannot be recorded from outside on CPython {a}.{b}: its \
-                 _Py_DebugOffsets lack the exception state (record in-process, python -m \
-                 tach run --mode exception, or on 3.15)"
+                "--mode exception cannot be recorded on CPython {a}.{b}: this tach knows \
+                 no offsets of its exception state"
             ),
         }
         .into());

@@ -1,15 +1,17 @@
 //! Interpreter layouts: where CPython keeps thread states, frames and code objects.
 //!
 //! One implementation per version family, behind [`InterpreterLayout`]:
-//! - [`Py311Layout`]: CPython 3.11, whose offsets are measured at build time from its own
-//!   internal headers (`src/record/layout.c`, compiled by `build.rs`);
+//! - `StaticLayout` (`static_layout.rs`): CPython 3.9 to 3.12, whose offsets are data in
+//!   the repository, generated from each version's own headers;
 //! - [`DebugOffsetsLayout`]: CPython 3.13, 3.14 and 3.15, which publish their offsets in
-//!   `_Py_DebugOffsets` at the start of `_PyRuntime`; read from the running interpreter.
+//!   `_Py_DebugOffsets` at the start of `_PyRuntime`; read from the running interpreter,
+//!   with the few fields it lacks from the generated tables.
 //!
 //! Both produce the same [`Offsets`]; the walker in `sampler/unwind.rs` only sees those and the
 //! few behaviours that differ (how to find the current frame, frame ownership, tags).
 
 use super::memory::{MemoryReader, ReadError};
+use super::static_layout::GeneratedExtras;
 
 /// Structure offsets and sizes the sampler needs, whatever the version.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,7 +131,8 @@ pub enum FrameOwner {
 pub trait InterpreterLayout: Send + Sync {
     /// The interpreter version this layout describes.
     fn version(&self) -> (u8, u8, u8);
-    /// A human-readable description ("CPython 3.11.7, offsets from build-time headers").
+    /// A human-readable description ("CPython 3.11.7 (offsets generated from the CPython
+    /// 3.11.7 headers)").
     fn describe(&self) -> String;
     fn offsets(&self) -> &Offsets;
     /// The innermost frame of a thread, from the image of its thread state.
@@ -154,199 +157,13 @@ pub(crate) fn field_i32(buf: &[u8], off: u64) -> Option<i32> {
         .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])))
 }
 
-/// CPython 3.11, with offsets measured from its headers when the extension was built.
-#[derive(Debug, Clone)]
-pub struct Py311Layout {
-    version: (u8, u8, u8),
-    offsets: Offsets,
-}
-
-/// The table `layout.c` exports, field for field.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BuildLayout {
-    pub py_version_hex: u64,
-    pub has_311: u64,
-    pub has_deopt: u64,
-    pub runtime_interpreters_head: u64,
-    pub runtime_main_thread: u64,
-    pub runtime_gil_last_holder: u64,
-    pub runtime_gil_locked: u64,
-    pub interp_next: u64,
-    pub interp_threads_head: u64,
-    pub interp_id: u64,
-    pub interp_gc_collecting: u64,
-    pub tstate_size: u64,
-    pub tstate_next: u64,
-    pub tstate_interp: u64,
-    pub tstate_cframe: u64,
-    pub tstate_curexc_type: u64,
-    pub tstate_exc_info: u64,
-    pub tstate_thread_id: u64,
-    pub tstate_native_thread_id: u64,
-    pub cframe_current_frame: u64,
-    pub err_stackitem_exc_value: u64,
-    pub frame_size: u64,
-    pub frame_code: u64,
-    pub frame_previous: u64,
-    pub frame_prev_instr: u64,
-    pub frame_owner: u64,
-    pub code_size: u64,
-    pub code_filename: u64,
-    pub code_qualname: u64,
-    pub code_linetable: u64,
-    pub code_firstlineno: u64,
-    pub code_firsttraceable: u64,
-    pub code_code_adaptive: u64,
-    pub ob_type: u64,
-    pub var_ob_size: u64,
-    pub bytes_ob_sval: u64,
-    pub unicode_state: u64,
-    pub unicode_length: u64,
-    pub unicode_ascii_size: u64,
-    pub unicode_compact_size: u64,
-    pub has_exc: u64,
-    pub exc_tstate_current_exception: u64,
-    pub exc_tstate_exc_info: u64,
-    pub exc_err_stackitem_exc_value: u64,
-    pub has_stacktop: u64,
-    pub frame_stacktop: u64,
-    pub has_is_entry: u64,
-    pub frame_is_entry: u64,
-    pub op_return_value: u64,
-    pub op_return_const: u64,
-}
-
-impl BuildLayout {
-    /// The raw opcodes of the return instructions, if the headers named any.
-    fn return_opcodes(&self) -> Option<[u16; 2]> {
-        let op = |v: u64| u16::try_from(v).unwrap_or(0xFFFF);
-        (self.op_return_value <= 255).then(|| [op(self.op_return_value), op(self.op_return_const)])
-    }
-}
-
-impl Py311Layout {
-    /// The layout from a build-time table, if it describes 3.11 `version`.
-    pub fn from_build(b: &BuildLayout, version: (u8, u8, u8)) -> Result<Self, String> {
-        let built = (
-            (b.py_version_hex >> 24) as u8,
-            (b.py_version_hex >> 16) as u8,
-        );
-        if b.has_311 == 0 || built != (3, 11) {
-            return Err(format!(
-                "this tach extension was built against CPython {}.{} headers, so it has no \
-                 CPython 3.11 layout",
-                built.0, built.1
-            ));
-        }
-        if (version.0, version.1) != built {
-            return Err(format!(
-                "this tach extension was built for CPython {}.{}, not {}.{}",
-                built.0, built.1, version.0, version.1
-            ));
-        }
-        let o = Offsets {
-            runtime_interpreters_head: b.runtime_interpreters_head,
-            interp_next: b.interp_next,
-            interp_threads_head: b.interp_threads_head,
-            interp_id: b.interp_id,
-            interp_gc_collecting: Some(b.interp_gc_collecting),
-            interp_gc_frame: None,
-            tstate_base_frame: None,
-            gil_locked: Some(b.runtime_gil_locked),
-            gil_holder: Some(b.runtime_gil_last_holder),
-            gil_in_runtime: true,
-            tstate_size: b.tstate_size,
-            tstate_next: b.tstate_next,
-            tstate_interp: b.tstate_interp,
-            tstate_frame: b.tstate_cframe,
-            cframe_current_frame: Some(b.cframe_current_frame),
-            tstate_thread_id: b.tstate_thread_id,
-            tstate_native_thread_id: b.tstate_native_thread_id,
-            tstate_holds_gil: None,
-            tstate_gil_requested: None,
-            tstate_current_exception: Some(b.tstate_curexc_type),
-            tstate_exc_info: Some(b.tstate_exc_info),
-            exc_info_is_pointer: true,
-            err_stackitem_exc_value: b.err_stackitem_exc_value,
-            frame_size: b.frame_size,
-            frame_previous: b.frame_previous,
-            frame_executable: b.frame_code,
-            frame_instr: b.frame_prev_instr,
-            frame_stacktop: (b.has_stacktop != 0).then_some(b.frame_stacktop),
-            frame_is_entry: (b.has_is_entry != 0).then_some(b.frame_is_entry),
-            return_opcodes: b.return_opcodes(),
-            frame_owner: b.frame_owner,
-            executable_tag_mask: 0,
-            instr_is_prev: true,
-            frame_object: false,
-            line_table: LineTableFormat::Locations,
-            code_code: None,
-            pthread_tid: None,
-            code_header_size: b.code_code_adaptive,
-            code_filename: b.code_filename,
-            code_qualname: b.code_qualname,
-            code_linetable: b.code_linetable,
-            code_firstlineno: b.code_firstlineno,
-            code_firsttraceable: Some(b.code_firsttraceable),
-            code_adaptive: b.code_code_adaptive,
-            ob_type: b.ob_type,
-            var_ob_size: b.var_ob_size,
-            bytes_sval: b.bytes_ob_sval,
-            unicode_state: b.unicode_state,
-            unicode_length: b.unicode_length,
-            unicode_ascii_size: b.unicode_ascii_size,
-            unicode_compact_size: b.unicode_compact_size,
-        };
-        Ok(Py311Layout {
-            version,
-            offsets: o,
-        })
-    }
-}
-
-impl InterpreterLayout for Py311Layout {
-    fn version(&self) -> (u8, u8, u8) {
-        self.version
-    }
-    fn describe(&self) -> String {
-        let (a, b, c) = self.version;
-        format!("CPython {a}.{b}.{c} (offsets from its headers at build time)")
-    }
-    fn offsets(&self) -> &Offsets {
-        &self.offsets
-    }
-    fn current_frame(&self, mem: &dyn MemoryReader, tstate: &[u8]) -> Result<u64, ReadError> {
-        let cframe = field_u64(tstate, self.offsets.tstate_frame)
-            .ok_or(ReadError::Invalid("thread state shorter than its layout"))?;
-        if cframe == 0 {
-            return Ok(0);
-        }
-        let off = self.offsets.cframe_current_frame.unwrap_or(0);
-        mem.read_u64(cframe.wrapping_add(off))
-    }
-    fn current_frame_slot(&self, _: u64, tstate: &[u8]) -> Result<Option<u64>, ReadError> {
-        // 3.11: the thread state points at the running eval loop's C frame, which holds
-        // the innermost frame.
-        let cframe = field_u64(tstate, self.offsets.tstate_frame)
-            .ok_or(ReadError::Invalid("thread state shorter than its layout"))?;
-        let off = self.offsets.cframe_current_frame.unwrap_or(0);
-        Ok((cframe != 0).then(|| cframe.wrapping_add(off)))
-    }
-    fn frame_owner(&self, owner: u8) -> FrameOwner {
-        // FRAME_OWNED_BY_THREAD, _GENERATOR, _FRAME_OBJECT.
-        match owner {
-            0..=2 => FrameOwner::Python,
-            _ => FrameOwner::Invalid,
-        }
-    }
-}
-
 /// CPython 3.13 to 3.15, from the `_Py_DebugOffsets` the interpreter publishes.
 #[derive(Debug, Clone)]
 pub struct DebugOffsetsLayout {
     version: (u8, u8, u8),
     offsets: Offsets,
+    /// The headers the generated extras came from, once supplemented.
+    extras_from: Option<&'static str>,
 }
 
 /// Reads consecutive u64 fields of `_Py_DebugOffsets`.
@@ -381,7 +198,7 @@ impl DebugOffsetsLayout {
         let minor = version.1;
         if version.0 != 3 || !(13..=15).contains(&minor) {
             return Err(format!(
-                "CPython {}.{}.{} is not supported by this recorder (3.11, 3.13, 3.14, 3.15 are)",
+                "CPython {}.{}.{} has no _Py_DebugOffsets this recorder reads (3.13, 3.14, 3.15)",
                 version.0, version.1, version.2
             ));
         }
@@ -512,32 +329,32 @@ impl DebugOffsetsLayout {
         Ok(DebugOffsetsLayout {
             version,
             offsets: o,
+            extras_from: None,
         })
     }
 }
 
 impl DebugOffsetsLayout {
-    /// Fills in the offsets `_Py_DebugOffsets` lacks (the exception state before 3.15,
-    /// 3.13's frame `stacktop`), from a build-time table of the same version
+    /// Fills in what `_Py_DebugOffsets` lacks (the exception state before 3.15, 3.13's
+    /// frame `stacktop`, the return opcodes) from the generated table of the same version
     /// (`tstate->exc_info` is a pointer).
-    pub fn supplement_exceptions(&mut self, b: &BuildLayout) {
-        let built = (
-            (b.py_version_hex >> 24) as u8,
-            (b.py_version_hex >> 16) as u8,
-        );
-        if b.has_exc == 0 || built != (self.version.0, self.version.1) {
+    pub fn supplement(&mut self, extras: &GeneratedExtras) {
+        if extras.version != (self.version.0, self.version.1) {
             return;
         }
+        self.extras_from = Some(extras.headers);
         let o = &mut self.offsets;
-        if b.has_stacktop != 0 && self.version.1 == 13 {
-            o.frame_stacktop = Some(b.frame_stacktop);
+        if self.version.1 == 13 {
+            o.frame_stacktop = extras.frame_stacktop;
         }
-        o.return_opcodes = b.return_opcodes();
+        o.return_opcodes = extras
+            .op_return_value
+            .map(|r| [r, extras.op_return_const.unwrap_or(0xFFFF)]);
         if o.tstate_current_exception.is_none() {
-            o.tstate_current_exception = Some(b.exc_tstate_current_exception);
-            o.tstate_exc_info = Some(b.exc_tstate_exc_info);
+            o.tstate_current_exception = Some(extras.tstate_current_exception);
+            o.tstate_exc_info = Some(extras.tstate_exc_info);
             o.exc_info_is_pointer = true;
-            o.err_stackitem_exc_value = b.exc_err_stackitem_exc_value;
+            o.err_stackitem_exc_value = extras.err_stackitem_exc_value;
         }
     }
 }
@@ -548,7 +365,13 @@ impl InterpreterLayout for DebugOffsetsLayout {
     }
     fn describe(&self) -> String {
         let (a, b, c) = self.version;
-        format!("CPython {a}.{b}.{c} (offsets from its _Py_DebugOffsets)")
+        match self.extras_from {
+            Some(h) => format!(
+                "CPython {a}.{b}.{c} (offsets from its _Py_DebugOffsets, the rest generated \
+                 from the CPython {h} headers)"
+            ),
+            None => format!("CPython {a}.{b}.{c} (offsets from its _Py_DebugOffsets)"),
+        }
     }
     fn offsets(&self) -> &Offsets {
         &self.offsets

@@ -1,8 +1,10 @@
-//! The in-process recorder: samples the Python interpreter it runs in and streams TACH.
+//! The recorder: samples a Python interpreter, in-process or from outside, and streams
+//! TACH.
 //!
 //! - `memory`: fault-tolerant reads behind `memory::MemoryReader` (`process_vm_readv`).
 //! - `layout`: interpreter layouts behind `layout::InterpreterLayout`, one per
-//!   version family (3.11 from build-time headers, 3.13+ from `_Py_DebugOffsets`).
+//!   version family (3.9-3.12 from `static_layout`'s generated tables, 3.13+ from
+//!   `_Py_DebugOffsets` completed by generated extras).
 //! - `resolve`: code objects to names and locations, cached by address with a
 //!   fingerprint that notices reused addresses.
 //! - `linetable`: CPython's location table.

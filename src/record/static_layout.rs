@@ -1,12 +1,15 @@
-//! CPython 3.9 to 3.12 from outside: layouts that are data in the repository.
+//! CPython 3.9 to 3.12: layouts that are data in the repository, in-process and from
+//! outside.
 //!
 //! These versions publish no `_Py_DebugOffsets`, so `scripts/gen-layouts` measures
 //! every offset the sampler needs in each version's own headers and writes one
-//! [`GeneratedLayout`] per version to `layouts_generated.rs`. The layout is picked by
-//! the target's own version at run time; building tach never needs those headers.
+//! [`GeneratedLayout`] per version to `layouts_generated.rs` (and, for 3.13+, the few
+//! fields their debug offsets lack: [`GeneratedExtras`]). The layout is picked by the
+//! target's own version at run time; building tach never needs those headers, so one
+//! build (one abi3 extension, one `tach` binary) serves every version.
 //!
 //! - 3.11, 3.12: `_PyInterpreterFrame`s reached through `tstate->cframe->current_frame`,
-//!   walked as the build-time 3.11 layout is (3.12 adds frames owned by the C stack,
+//!   walked alike (3.12 adds frames owned by the C stack,
 //!   skipped). The GIL is `_PyRuntime.ceval.gil` in 3.11, the interpreter's own `_gil`
 //!   in 3.12.
 //! - 3.9, 3.10: `PyFrameObject`s on the heap, from `tstate->frame` along `f_back`, with
@@ -16,7 +19,7 @@
 
 pub use super::layout::LineTableFormat;
 use super::layout::{field_u64, FrameOwner, InterpreterLayout, Offsets};
-use super::layouts_generated::LAYOUTS;
+use super::layouts_generated::{EXTRAS, LAYOUTS};
 use super::memory::{MemoryReader, ReadError};
 use super::resolve::OpcodeTables;
 
@@ -82,9 +85,50 @@ pub struct GeneratedLayout {
     pub caches: Option<[u8; 256]>,
 }
 
-/// The generated table of CPython `major.minor`, if the repository has one.
+/// What CPython 3.13+'s `_Py_DebugOffsets` do not publish, as `scripts/gen-layouts.c`
+/// prints it from that version's headers.
+#[derive(Debug, Clone, Copy)]
+pub struct GeneratedExtras {
+    pub version: (u8, u8),
+    /// The version whose headers the table was measured in.
+    pub headers: &'static str,
+    /// `tstate->current_exception`: the exception being raised.
+    pub tstate_current_exception: u64,
+    /// `tstate->exc_info`: a pointer to the `_PyErr_StackItem` being handled.
+    pub tstate_exc_info: u64,
+    pub err_stackitem_exc_value: u64,
+    /// 3.13's `_PyInterpreterFrame.stacktop`.
+    pub frame_stacktop: Option<u64>,
+    pub op_return_value: Option<u16>,
+    pub op_return_const: Option<u16>,
+    /// `_PyOpcode_Deopt` (specialised opcode -> base opcode), which not every
+    /// interpreter exports.
+    pub deopt: Option<[u8; 256]>,
+}
+
+/// The generated table of CPython `major.minor` (3.9-3.12), if the repository has one.
 pub fn generated(major: u8, minor: u8) -> Option<&'static GeneratedLayout> {
     LAYOUTS.iter().find(|l| l.version == (major, minor))
+}
+
+/// The generated extras of CPython `major.minor` (3.13+), if the repository has them.
+pub fn extras(major: u8, minor: u8) -> Option<&'static GeneratedExtras> {
+    EXTRAS.iter().find(|l| l.version == (major, minor))
+}
+
+/// Why a generated layout cannot sample a process.
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    #[error("{what}: {source}")]
+    Read {
+        what: &'static str,
+        source: ReadError,
+    },
+    /// The runtime has no main thread yet (a program just started): worth trying again.
+    #[error("its CPython runtime is not initialised yet")]
+    NotStarted,
+    #[error("{0}")]
+    Mismatch(String),
 }
 
 /// A layout from a generated table.
@@ -182,6 +226,63 @@ impl StaticLayout {
             tables,
             runtime_main_thread: g.runtime_main_thread,
         })
+    }
+
+    /// The layout of CPython `version` for the process `pid` (`file` names its
+    /// interpreter in messages), whose `_PyRuntime` is at `runtime`: finds where 3.9 and
+    /// 3.10 keep native thread ids, then checks the layout against the process once
+    /// before any sample is taken.
+    pub fn for_process(
+        version: (u8, u8, u8),
+        mem: &dyn MemoryReader,
+        runtime: u64,
+        pid: i32,
+        file: &str,
+    ) -> Result<StaticLayout, FitError> {
+        let (major, minor, _) = version;
+        let mut layout = StaticLayout::for_version(version).map_err(FitError::Mismatch)?;
+        let o = layout.offsets().clone();
+        let read = |what: &'static str| move |source| FitError::Read { what, source };
+        // The main thread's pthread_t, which is also how 3.9 and 3.10 name threads.
+        let main_pthread = mem
+            .read_u64(runtime.wrapping_add(layout.runtime_main_thread))
+            .map_err(read("reading _PyRuntime.main_thread"))?;
+        if main_pthread == 0 {
+            return Err(FitError::NotStarted);
+        }
+        if layout.needs_pthread_tid() {
+            let off = find_pthread_tid(mem, main_pthread, pid).ok_or_else(|| {
+                FitError::Mismatch(format!(
+                    "CPython {major}.{minor} keeps no native thread ids, and the C library's \
+                     thread structure of the main thread (at {main_pthread:#x}) does not hold \
+                     its id"
+                ))
+            })?;
+            layout.set_pthread_tid(off);
+        }
+        // The first interpreter's first thread state points back at it. A build whose
+        // layout differs from the headers the table came from (a debug build, a patched
+        // interpreter) fails here, not with garbage samples.
+        let interp = mem
+            .read_u64(runtime.wrapping_add(o.runtime_interpreters_head))
+            .map_err(read("reading the interpreter list"))?;
+        if interp != 0 {
+            let tstate = mem
+                .read_u64(interp.wrapping_add(o.interp_threads_head))
+                .map_err(read("reading the thread list"))?;
+            let back = match tstate {
+                0 => interp,
+                t => mem.read_u64(t.wrapping_add(o.tstate_interp)).unwrap_or(0),
+            };
+            if back != interp {
+                return Err(FitError::Mismatch(format!(
+                    "the CPython {major}.{minor} layout tach has does not fit this \
+                     interpreter ({file}): its thread state does not point back at its \
+                     interpreter"
+                )));
+            }
+        }
+        Ok(layout)
     }
 
     /// The opcode tables measured with the layout (3.11, 3.12).
@@ -309,6 +410,21 @@ mod tests {
         }
         assert!(StaticLayout::for_version((3, 8, 18)).is_err());
         assert!(StaticLayout::for_version((3, 13, 0)).is_err());
+    }
+
+    #[test]
+    fn every_debug_offsets_version_has_its_extras() {
+        for minor in 13..=15 {
+            let e = extras(3, minor).unwrap();
+            assert!(e.headers.starts_with(&format!("3.{minor}.")));
+            assert_eq!(e.frame_stacktop.is_some(), minor == 13, "3.{minor}");
+            assert!(e.tstate_exc_info > e.tstate_current_exception);
+            let deopt = e.deopt.unwrap();
+            // A base opcode de-specialises to itself; RETURN_VALUE is one.
+            let ret = e.op_return_value.unwrap() as usize;
+            assert_eq!(deopt[ret] as usize, ret, "3.{minor}");
+        }
+        assert!(extras(3, 12).is_none() && extras(3, 16).is_none());
     }
 
     #[test]
