@@ -153,6 +153,7 @@ enum Command {
   tach record -o app.tach -- python app.py --port 8000
   tach record -o app.tach -r 10000 --mode cpu --all-threads -- python -m mypkg.main
   tach record --pid 4242 -d 30 -o server.tach      # attach to a running process
+  tach record --subprocesses -o job.tach -- python job.py   # also job_<pid>.tach per child
   python -m tach run -o app.tach app.py            # in-process, without the tach binary")]
     Record(RecordArgs),
     /// Print every thread's current Python stack in a running process.
@@ -1166,6 +1167,11 @@ struct RecordArgs {
     /// program) even where it could be recorded from outside.
     #[arg(long)]
     in_process: bool,
+    /// Also record the program's child Python processes (multiprocessing, subprocess,
+    /// fork), each into a file of its own named by its pid: -o app.tach gives
+    /// app_<pid>.tach, as CPython 3.15's --subprocesses names them.
+    #[arg(long, conflicts_with = "in_process")]
+    subprocesses: bool,
     /// The program: an interpreter, then a script (or -m module) and its arguments.
     #[arg(
         last = true,
@@ -1178,6 +1184,7 @@ struct RecordArgs {
 fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
     let mut rc = args.recording.command(args.argv, args.pid);
     rc.in_process = args.in_process;
+    rc.subprocesses = args.subprocesses;
     // The program's own exit status is ours.
     Ok(rc.run()?)
 }

@@ -573,9 +573,49 @@ def test_forks_and_a_thousand_short_threads(work):
     data = _native.load(out)
     threads = {tid for tid, *_ in data["samples"]}
     # Sampled are the main thread and some of the short ones; the forked children are
-    # other processes and are not followed.
+    # other processes, not followed without --subprocesses.
     assert t.pid in threads
     assert len(data["samples"]) > 200, p.stderr
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
+def test_subprocesses_follow_a_real_program(interp, work):
+    """`tach record --subprocesses -- python -m compileall -j 2`: the standard library's
+    compileall compiles copies of stdlib packages in a pool of worker processes
+    (fork before 3.14, forkserver from 3.14: the workers are then grandchildren). One
+    file for the program and one per Python child, named OUT_<pid>.tach as CPython 3.15
+    names them; every file verifies; the program's file has compileall's main and the
+    workers' files have `compile_file`, with most of the samples."""
+    cmd = need(interp)
+    probe = subprocess.run(cmd + ["-c", "import email, os; print(os.path.dirname(os.path.dirname(email.__file__)))"],
+                           capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+    lib = probe.stdout.strip()
+    if interp[2]:
+        lib = subprocess.run([CHROOT, "path"], capture_output=True, text=True).stdout.strip() + lib
+    src = os.path.join(work, "src")
+    # About 2 s of compiling on 2 cores: each worker lives long enough to be found.
+    for copy in range(4):
+        for pkg in ("email", "json", "asyncio", "unittest", "http", "xml"):
+            shutil.copytree(os.path.join(lib, pkg), os.path.join(src, f"{pkg}{copy}"),
+                            ignore=shutil.ignore_patterns("__pycache__", "test*"))
+    out = os.path.join(work, "out.tach")
+    p = tach("record", "--subprocesses", "-o", out, "--", *cmd,
+             "-m", "compileall", "-f", "-q", "-j", "2", src, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    children = sorted(f for f in os.listdir(work) if re.fullmatch(r"out_\d+\.tach", f))
+    assert len(children) >= 2, (os.listdir(work), p.stderr)
+    for f in ["out.tach"] + children:
+        v = subprocess.run([TACH, "verify", os.path.join(work, f)], capture_output=True, text=True)
+        assert v.returncode == 0, (f, v.stderr)
+    root = {name for _, _, st in stacks(_native.load(out)) for name, _ in st}
+    assert "main" in root, sorted(root)[:20]
+    compiling = 0
+    total = 0
+    for f in children:
+        st = stacks(_native.load(os.path.join(work, f)))
+        total += len(st)
+        compiling += sum(1 for _, _, s in st if any(name == "compile_file" for name, _ in s))
+    assert compiling > 200 and compiling > 0.3 * total, (compiling, total, p.stderr)
 
 
 # ------------------------------------------------------------------ accuracy

@@ -115,6 +115,8 @@ pub struct RecordCommand {
     /// Run the command through `python -m tach run` even where it could be recorded
     /// from outside.
     pub in_process: bool,
+    /// Also record the target's child Python processes, one file each (`OUT_<pid>.tach`).
+    pub subprocesses: bool,
 }
 
 impl RecordCommand {
@@ -133,6 +135,7 @@ impl RecordCommand {
             argv,
             pid: None,
             in_process: false,
+            subprocesses: false,
         }
     }
 
@@ -194,16 +197,18 @@ impl RecordCommand {
             }
             let opts = self.record_options(pid)?;
             let (path, interval, mode) = (opts.path.clone(), opts.interval_us, opts.mode);
-            let stats = match external::record(Recorded::Pid(pid), opts, Duration::ZERO) {
-                Ok(stats) => stats,
-                Err(e) => {
-                    // Whoever waits for the file finds one, empty, beside the error.
-                    if matches!(e, ExternalError::Attach(_)) {
-                        let _ = external::write_empty(&path, interval, mode);
+            let stats =
+                match external::record(Recorded::Pid(pid), opts, Duration::ZERO, self.subprocesses)
+                {
+                    Ok(stats) => stats,
+                    Err(e) => {
+                        // Whoever waits for the file finds one, empty, beside the error.
+                        if matches!(e, ExternalError::Attach(_)) {
+                            let _ = external::write_empty(&path, interval, mode);
+                        }
+                        return Err(e.into());
                     }
-                    return Err(e.into());
-                }
-            };
+                };
             eprintln!("{}", stats.summary_line());
             return Ok(match stats.error {
                 Some(e) => {
@@ -240,7 +245,12 @@ impl RecordCommand {
         let opts = self.record_options(pid)?;
         let path = opts.path.clone();
         let (interval, mode) = (opts.interval_us, opts.mode);
-        match external::record(Recorded::Child(&mut child), opts, STARTUP) {
+        match external::record(
+            Recorded::Child(&mut child),
+            opts,
+            STARTUP,
+            self.subprocesses,
+        ) {
             Ok(stats) => {
                 eprintln!("{}", stats.summary_line());
                 if let Some(e) = stats.error {

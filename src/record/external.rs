@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::tach::{Compression, ProfilingMode, TachError, TachFile, Writer};
 
 use super::attach::{self, AttachError};
+use super::children::Children;
 use super::clock::monotonic_us;
 use super::ptrace_pause::wait_child;
 use super::sampler::{RecordOptions, RecordStats, Sampler, Session};
@@ -165,7 +166,8 @@ impl Recorded<'_> {
 
 /// Attaches to `target` and records it until Ctrl-C, SIGTERM, `opts.duration` or the
 /// target's exit, then finishes the file. A just-started child is waited for (up to
-/// `startup`) until its interpreter is loaded.
+/// `startup`) until its interpreter is loaded. With `subprocesses`, the target's child
+/// Python processes are recorded too, each into a file of its own (see `children`).
 ///
 /// For a child, Ctrl-C reaches the child as well (one process group): the recording
 /// goes on until the child exits, and a SIGTERM sent to tach alone is passed on to it.
@@ -173,13 +175,19 @@ pub fn record(
     mut target: Recorded<'_>,
     opts: RecordOptions,
     startup: Duration,
+    subprocesses: bool,
 ) -> Result<RecordStats, ExternalError> {
     catch_stop_signals();
+    let mut children = subprocesses.then(|| Children::new(target.pid(), opts.clone()));
     let session = start(&mut target, opts, startup)?;
+    let mut stopped_by_signal = false;
     loop {
         std::thread::sleep(Duration::from_millis(10));
         if session.is_finished() || !target.running() {
             break;
+        }
+        if let Some(c) = children.as_mut() {
+            c.poll();
         }
         match (take_stop_signal(), &target) {
             (0, _) => {}
@@ -188,10 +196,17 @@ pub fn record(
                 unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             }
             (_, Recorded::Child(_)) => {}
-            (_, Recorded::Pid(_)) => break,
+            (_, Recorded::Pid(_)) => {
+                stopped_by_signal = true;
+                break;
+            }
         }
     }
-    Ok(session.stop())
+    let stats = session.stop();
+    if let Some(c) = children {
+        c.finish(stopped_by_signal);
+    }
+    Ok(stats)
 }
 
 /// Attaches to `target` and starts sampling it (`record`, and `tach top --pid`'s live
