@@ -26,8 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import textwrap
 import time
 
 import pytest
@@ -103,15 +101,6 @@ def interpreters():
 
 
 INTERPRETERS = interpreters()
-
-
-@pytest.fixture
-def work():
-    """A directory under the checkout (the chroot sees only the checkout)."""
-    os.makedirs(os.path.join(REPO, "target"), exist_ok=True)
-    d = tempfile.mkdtemp(prefix="attach-", dir=os.path.join(REPO, "target"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def need(interp):

@@ -102,15 +102,6 @@ def need(interp):
     return cmd
 
 
-@pytest.fixture
-def work():
-    """A directory under the checkout (the chroot sees only the checkout)."""
-    os.makedirs(os.path.join(REPO, "target"), exist_ok=True)
-    d = tempfile.mkdtemp(prefix="top-live-", dir=os.path.join(REPO, "target"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 class Tmux:
     """A tmux server of our own running a plain sh in a 200x50 window."""
 
