@@ -26,7 +26,8 @@ The packages are installed with pip into DIR/lib (`--lib`, default `.venv-accura
 under the checkout) with C speedups removed, and put on PYTHONPATH, so the same pure-Python
 code runs on every interpreter (the chroot's too). The tach package must be importable by
 the interpreter under test: for the host, `python/tests/run.sh` builds it into .venv; for
-the chroot, pass `--tach-path DIR` with a staged copy (see python/tests/chroot.sh).
+the chroot, pass `--tach-path python`: the abi3 extension run.sh built into python/tach/
+serves every version.
 
 With `--attach TACH --same-process`, the program runs alone and the tach binary records
 it from outside (`tach record --pid`), as the reference does.
@@ -36,9 +37,9 @@ Examples:
     .venv/bin/python python/bench/accuracy.py --same-process --attach target/debug/tach \
         --python ~/.pyenv/versions/3.13.0/bin/python3.13
     .venv/bin/python python/bench/accuracy.py --python "scripts/cpython-chroot \
-        run -- python3.13" --tach-path .chroot-build/3.13
+        run -- python3.13" --tach-path python
     .venv/bin/python python/bench/accuracy.py --reference cpython --python \
-        "scripts/cpython-chroot run -- python3.15" --tach-path .chroot-build/3.15
+        "scripts/cpython-chroot run -- python3.15" --tach-path python
 """
 
 import argparse

@@ -1,0 +1,139 @@
+"""Time a sampling profiler takes from the thread it samples, as that thread sees it.
+
+A Python thread spins on `time.perf_counter_ns()` for SECONDS and adds up every gap
+between two consecutive readings longer than 3 us: the time it was not running (stopped
+by a profiler, descheduled, interrupted). Run once alone and once per profiler attached
+to it from outside at RATE; the difference to the run alone is what the profiler's
+stops cost the thread. A blocking profiler stops the thread once per sample (ptrace):
+its cost per sample is that difference divided by the samples taken.
+
+    .venv/bin/python python/bench/stolen.py --rate 1000 --repeat 3 \\
+        --tach target/release/tach --pyspy .venv/bin/py-spy
+    .venv/bin/python python/bench/stolen.py --rate 1000 --repeat 3 --tach target/release/tach \\
+        --python "scripts/cpython-chroot run -- python3.15" --cpython
+
+Profilers: tach (blocking, the default at 1 kHz, and --no-blocking), py-spy (default,
+which stops every thread, and --nonblocking), CPython 3.15's `profiling.sampling attach`
+(`--blocking` and not). Prints one Markdown row per profiler: the median share of the
+thread's time stolen over the runs, and that minus the median alone.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SPIN = r"""
+import json, sys, time
+print("ready", flush=True)
+time.sleep(float(sys.argv[2]))
+pc = time.perf_counter_ns
+end = pc() + int(float(sys.argv[1]) * 1e9)
+stolen = gaps = 0
+last = t0 = pc()
+while last < end:
+    now = pc()
+    if now - last > 3000:
+        stolen += now - last
+        gaps += 1
+    last = now
+print(json.dumps({"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps}), flush=True)
+"""
+
+
+def pid_of(proc, script):
+    """The pid of the interpreter running `script` (a wrapper such as the chroot's may
+    run it as a child)."""
+    for _ in range(200):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if script.encode() in argv and b"-m" not in argv and entry != str(os.getpid()):
+                if any(b"python" in os.path.basename(a) for a in argv[:1]):
+                    return int(entry)
+        time.sleep(0.01)
+    raise SystemExit(f"no process runs {script}")
+
+
+def one_run(python, script, seconds, profiler):
+    """The share of the spinning thread's time stolen, with `profiler(pid)` (a command,
+    or None) attached for the whole spin."""
+    proc = subprocess.Popen(python + [script, str(seconds), "0.5"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    pid = pid_of(proc, script)
+    prof = None
+    if profiler is not None:
+        prof = subprocess.Popen(profiler(pid), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = proc.stdout.readline()
+    proc.wait()
+    if prof is not None:
+        _, err = prof.communicate(timeout=60)
+        if prof.returncode not in (0, None):
+            raise SystemExit(f"profiler failed ({prof.returncode}): {err[-500:]}")
+    return json.loads(out)["stolen_pct"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--python", default=sys.executable, help="the interpreter, a command line")
+    ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tach", help="a tach binary: tach record --pid, blocking and not")
+    ap.add_argument("--pyspy", help="a py-spy binary: py-spy record, default and --nonblocking")
+    ap.add_argument("--cpython", action="store_true",
+                    help="CPython 3.15's profiling.sampling attach (run by --python)")
+    args = ap.parse_args()
+    python = shlex.split(args.python)
+    # Under the checkout: a chroot sees only the checkout.
+    scratch = tempfile.mkdtemp(prefix="stolen-", dir=os.path.join(os.getcwd(), "target"))
+    script = os.path.join(scratch, "spin.py")
+    with open(script, "w") as f:
+        f.write(SPIN)
+    # Whole seconds: py-spy takes no fraction.
+    d = str(int(args.seconds) + 2)
+    r = str(args.rate)
+    out = os.path.join(scratch, "out")
+    profilers = [("none", None)]
+    if args.tach:
+        profilers += [
+            ("tach record --pid (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]),
+            ("tach record --pid --no-blocking", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--no-blocking", "-o", out + ".tach"]),
+        ]
+    if args.pyspy:
+        profilers += [
+            ("py-spy record (default)", lambda p: [args.pyspy, "record", "-p", str(p), "-r", r, "-d", d, "-f", "raw", "-o", out + ".pyspy"]),
+            ("py-spy record --nonblocking", lambda p: [args.pyspy, "record", "-p", str(p), "-r", r, "-d", d, "--nonblocking", "-f", "raw", "-o", out + ".pyspy"]),
+        ]
+    if args.cpython:
+        profilers += [
+            ("CPython 3.15 attach --blocking", lambda p: python + ["-m", "profiling.sampling", "attach", "--blocking", "-r", r, "-d", d, "--binary", "-o", out + ".bin", str(p)]),
+            ("CPython 3.15 attach", lambda p: python + ["-m", "profiling.sampling", "attach", "-r", r, "-d", d, "--binary", "-o", out + ".bin", str(p)]),
+        ]
+    runs = {name: [] for name, _ in profilers}
+    for _ in range(args.repeat):
+        # Interleaved: a change in the machine's state moves every profiler alike.
+        for name, cmd in profilers:
+            runs[name].append(one_run(python, script, args.seconds, cmd))
+    alone = statistics.median(runs["none"])
+    print(f"| profiler ({' '.join(python)}, {args.rate} Hz) | stolen, median of {args.repeat} | runs | minus alone |")
+    print("|---|---|---|---|")
+    for name, _ in profilers:
+        med = statistics.median(runs[name])
+        each = ", ".join(f"{v:.2f}" for v in runs[name])
+        extra = "-" if name == "none" else f"{med - alone:+.2f} points"
+        print(f"| {name} | {med:.2f}% | {each} | {extra} |")
+
+
+if __name__ == "__main__":
+    main()
