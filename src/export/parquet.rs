@@ -31,6 +31,7 @@ use crate::query::batches::BatchError;
 use crate::query::output::write_parquet;
 use crate::query::samples_parquet::write_samples;
 use crate::query::tables::{frames_frame, frames_with_file, stacks_frame, Wanted};
+use crate::query::FILE_VALUE_KEY;
 use crate::tach::{SampleFilter, TachFile};
 
 pub struct Parquet;
@@ -137,12 +138,13 @@ fn table_path(dest: &Dataset<'_>, table: &str) -> PathBuf {
 fn write_dataset(input: &ExportInput<'_>, dest: &Dataset<'_>) -> Result<()> {
     let name = file_name(input);
     let frames = frames_frame(input.file);
-    let metadata = match dest {
-        Dataset::Partition { metadata, .. } => {
-            Some(KeyValueMetadata::from_static(metadata.to_vec()))
-        }
-        Dataset::Dir(_) => None,
-    };
+    // Every file says which `file` value its rows hold (readers of a dataset take it
+    // from the footer); a partition also says where it came from.
+    let mut kv = vec![(FILE_VALUE_KEY.to_string(), name.clone())];
+    if let Dataset::Partition { metadata, .. } = dest {
+        kv.extend(metadata.iter().cloned());
+    }
+    let metadata = Some(KeyValueMetadata::from_static(kv));
     let mut stacks = None;
     write_file(&table_path(dest, "samples"), |w| {
         stacks = Some(samples(input, &frames, metadata.clone(), w)?);

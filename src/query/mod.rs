@@ -28,7 +28,8 @@ pub use opnames::opname;
 use parquet_input::ParquetInput;
 pub use pushdown::{rewrite as pushdown_rewrite, WEIGHT_COLUMN};
 pub use schema::{
-    schema_markdown, tables as schema_tables, Column, ColumnType, Table, SCHEMA_VERSION,
+    schema_markdown, tables as schema_tables, Column, ColumnType, Table, FILE_VALUE_KEY,
+    SCHEMA_VERSION,
 };
 pub use tables::{Source, TABLES};
 

@@ -25,7 +25,7 @@ use super::pushdown::WEIGHT_COLUMN;
 use super::tables::{
     is_grouped_column, samples_schema, schema_of, stack_counts_schema, stacks_schema,
 };
-use super::{QueryError, Result};
+use super::{QueryError, Result, FILE_VALUE_KEY};
 
 /// The tables an export writes, in the order they are scanned.
 const WRITTEN: [&str; 3] = ["samples", "frames", "stacks"];
@@ -351,8 +351,13 @@ fn file_statistics(schema: &Schema, values: &[Option<String>]) -> PolarsResult<D
     DataFrame::new(n, cols)
 }
 
-/// The one `file` value of a partition's file (`None`: it has no rows).
+/// The one `file` value of a partition's file (`None`: it has no rows). Files tach
+/// writes record it in their footer ([`FILE_VALUE_KEY`]), read without touching the
+/// rows; a file without it (an older export) gives it from its first row.
 fn file_value(f: &Path) -> PolarsResult<Option<String>> {
+    if let Some(footer) = footer_file_value(f) {
+        return Ok(footer);
+    }
     let df = scan(std::slice::from_ref(&f.to_path_buf()), None)?
         .select([col("file")])
         .limit(1)
@@ -363,4 +368,49 @@ fn file_value(f: &Path) -> PolarsResult<Option<String>> {
         return Ok(None);
     }
     Ok(file.get(0).map(str::to_string))
+}
+
+/// From the footer: `Some(None)` for a file without rows, `Some(Some(value))` when the
+/// footer records the value, `None` when it cannot tell.
+fn footer_file_value(f: &Path) -> Option<Option<String>> {
+    let mut file = std::fs::File::open(f).ok()?;
+    let meta = polars_parquet::read::read_metadata(&mut file).ok()?;
+    if meta.num_rows == 0 {
+        return Some(None);
+    }
+    let kv = meta.key_value_metadata().as_ref()?;
+    let value = kv.iter().find(|e| e.key == FILE_VALUE_KEY)?.value.clone()?;
+    Some(Some(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, file: &str, kv: Option<&str>) {
+        let mut df = df!("file" => [file, file]).unwrap();
+        let mut w = ParquetWriter::new(std::fs::File::create(path).unwrap());
+        if let Some(v) = kv {
+            w = w.with_key_value_metadata(Some(KeyValueMetadata::from_static(vec![(
+                FILE_VALUE_KEY.to_string(),
+                v.to_string(),
+            )])));
+        }
+        w.finish(&mut df).unwrap();
+    }
+
+    #[test]
+    fn the_file_value_comes_from_the_footer_when_it_is_there() {
+        let dir = std::env::temp_dir().join(format!("tach-pq-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let with = dir.join("with.parquet");
+        let without = dir.join("without.parquet");
+        // The footer's value wins: the rows are not read (they say otherwise here).
+        write(&with, "rows.bin", Some("footer.bin"));
+        write(&without, "rows.bin", None);
+        assert_eq!(file_value(&with).unwrap().as_deref(), Some("footer.bin"));
+        // An older export without the key: its first row.
+        assert_eq!(file_value(&without).unwrap().as_deref(), Some("rows.bin"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

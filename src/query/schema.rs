@@ -13,6 +13,11 @@ use crate::tach::filter::status;
 /// changes when a column is added, removed, renamed or retyped.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The Parquet key-value metadata key under which every file of a tach Parquet export
+/// records its `file` column's one value, so that a reader of a dataset learns it from
+/// the footer instead of from the rows.
+pub const FILE_VALUE_KEY: &str = "tach.file";
+
 /// The SQL-visible type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {

@@ -158,8 +158,12 @@ def test_partitions_record_source_and_schema_version(tmp_path):
     version = tach("query", "--schema").splitlines()[0].split()[-1]
     size = (GOLDEN / FILES[1]).stat().st_size
     for table in ["samples", "frames", "stacks"]:
-        meta = pq.read_metadata(ds / table / f"source={FILES[1][:-4]}" / "part-0.parquet")
+        part = ds / table / f"source={FILES[1][:-4]}" / "part-0.parquet"
+        meta = pq.read_metadata(part)
         kv = {k.decode(): v.decode() for k, v in meta.metadata.items()}
+        # The footer's `file` value is the one every row holds (tach query reads it from
+        # there), as pyarrow reads the rows.
+        assert set(pq.read_table(part, columns=["file"]).column("file").to_pylist()) == {kv["tach.file"]}
         assert kv["tach.schema_version"] == version
         assert kv["tach.source.name"] == FILES[1]
         assert kv["tach.source.size"] == str(size)
