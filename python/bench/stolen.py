@@ -26,7 +26,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+# The accuracy harness's search for the interpreter behind a wrapper (the chroot's).
+from accuracy import wait_for_child_python
 
 SPIN = r"""
 import json, sys, time
@@ -46,31 +48,12 @@ print(json.dumps({"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps}), flus
 """
 
 
-def pid_of(proc, script):
-    """The pid of the interpreter running `script` (a wrapper such as the chroot's may
-    run it as a child)."""
-    for _ in range(200):
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if script.encode() in argv and b"-m" not in argv and entry != str(os.getpid()):
-                if any(b"python" in os.path.basename(a) for a in argv[:1]):
-                    return int(entry)
-        time.sleep(0.01)
-    raise SystemExit(f"no process runs {script}")
-
-
 def one_run(python, script, seconds, profiler):
     """The share of the spinning thread's time stolen, with `profiler(pid)` (a command,
     or None) attached for the whole spin."""
     proc = subprocess.Popen(python + [script, str(seconds), "0.5"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
-    pid = pid_of(proc, script)
+    pid = wait_for_child_python(proc.pid, script)
     prof = None
     if profiler is not None:
         prof = subprocess.Popen(profiler(pid), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
