@@ -10,7 +10,7 @@
 //! root's options; anything else is left alone. Each child's recording ends with its
 //! process (or with the root's recording: Ctrl-C, SIGTERM) and prints its summary line.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -45,10 +45,10 @@ pub fn child_path(root_output: &Path, pid: i32) -> PathBuf {
 
 /// Every descendant of `root` now, from each process's parent in `/proc/PID/stat`.
 pub fn descendants(root: i32) -> Vec<i32> {
-    let mut parent_of: Vec<(i32, i32)> = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let mut children_of: HashMap<i32, Vec<i32>> = HashMap::new();
     for entry in dir.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -58,18 +58,15 @@ pub fn descendants(root: i32) -> Vec<i32> {
             continue;
         };
         if let Some(ppid) = parent(pid) {
-            parent_of.push((pid, ppid));
+            children_of.entry(ppid).or_default().push(pid);
         }
     }
     let mut found = Vec::new();
     let mut frontier = vec![root];
-    let mut seen: HashSet<i32> = HashSet::from([root]);
     while let Some(p) = frontier.pop() {
-        for &(pid, ppid) in &parent_of {
-            if ppid == p && seen.insert(pid) {
-                found.push(pid);
-                frontier.push(pid);
-            }
+        for &pid in children_of.get(&p).into_iter().flatten() {
+            found.push(pid);
+            frontier.push(pid);
         }
     }
     found.sort_unstable();
@@ -201,6 +198,12 @@ impl Children {
     }
 
     fn look_at(&mut self, pid: i32) {
+        if matches!(
+            self.known.get(&pid),
+            Some(Child::Recording(_) | Child::Done)
+        ) {
+            return;
+        }
         let now_exe = exe(pid);
         let seen = || Some(Child::Seen(now_exe.clone(), Instant::now()));
         let next = match self.known.get(&pid) {
@@ -227,44 +230,48 @@ impl Children {
 
     /// A recording of `pid`, if it is a Python process tach can record.
     fn try_record(&mut self, pid: i32, now_exe: Option<PathBuf>) -> Option<Child> {
-        match attach::find(pid) {
-            Ok(_) => {}
-            Err(AttachError::NotPython { .. }) => {
-                let since = match self.known.get(&pid) {
-                    Some(Child::NotPython(_, at)) => *at,
-                    _ => Instant::now(),
-                };
-                return Some(Child::NotPython(now_exe, since));
-            }
-            // Its interpreter is still starting: look again a moment later.
-            Err(AttachError::Starting { .. }) => {
-                return Some(Child::Seen(now_exe, Instant::now()));
-            }
-            Err(e) if e.is_gone() => return Some(Child::Done),
-            Err(e) => {
-                eprintln!("tach: not recording child process {pid}: {e}");
-                return Some(Child::Done);
-            }
-        }
         if self.running() >= MAX_RECORDINGS {
-            if !self.warned_full {
-                eprintln!(
-                    "tach: {MAX_RECORDINGS} child processes are being recorded already; \
-                     process {pid} and further ones are not"
-                );
-                self.warned_full = true;
-            }
-            return Some(Child::Done);
+            // Full: said once, and only of a Python process.
+            return match attach::find(pid) {
+                Ok(_) => {
+                    if !self.warned_full {
+                        eprintln!(
+                            "tach: {MAX_RECORDINGS} child processes are being recorded \
+                             already; process {pid} and further ones are not"
+                        );
+                        self.warned_full = true;
+                    }
+                    Some(Child::Done)
+                }
+                Err(e) => self.not_recorded(pid, now_exe, e),
+            };
         }
         let mut opts = self.opts.clone();
         opts.path = child_path(&self.root_output, pid);
         match external::start(&mut Recorded::Pid(pid), opts, Duration::ZERO) {
             Ok(session) => Some(Child::Recording(session)),
-            Err(external::ExternalError::Attach(AttachError::Starting { .. })) => {
-                Some(Child::Seen(exe(pid), Instant::now()))
-            }
-            Err(external::ExternalError::Attach(e)) if e.is_gone() => Some(Child::Done),
+            Err(external::ExternalError::Attach(e)) => self.not_recorded(pid, now_exe, e),
             Err(e) => {
+                eprintln!("tach: not recording child process {pid}: {e}");
+                Some(Child::Done)
+            }
+        }
+    }
+
+    /// What `pid` is when attaching to it failed with `e`.
+    fn not_recorded(&self, pid: i32, now_exe: Option<PathBuf>, e: AttachError) -> Option<Child> {
+        match e {
+            AttachError::NotPython { .. } => {
+                let since = match self.known.get(&pid) {
+                    Some(Child::NotPython(_, at)) => *at,
+                    _ => Instant::now(),
+                };
+                Some(Child::NotPython(now_exe, since))
+            }
+            // Its interpreter is still starting: look again a moment later.
+            AttachError::Starting { .. } => Some(Child::Seen(now_exe, Instant::now())),
+            e if e.is_gone() => Some(Child::Done),
+            e => {
                 eprintln!("tach: not recording child process {pid}: {e}");
                 Some(Child::Done)
             }

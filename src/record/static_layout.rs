@@ -111,6 +111,16 @@ pub fn generated(major: u8, minor: u8) -> Option<&'static GeneratedLayout> {
     LAYOUTS.iter().find(|l| l.version == (major, minor))
 }
 
+/// The opcode tables generated for CPython `major.minor` (3.11, 3.12: de-specialisation
+/// and inline cache sizes).
+pub fn generated_opcode_tables(major: u8, minor: u8) -> Option<OpcodeTables> {
+    let g = generated(major, minor)?;
+    Some(OpcodeTables {
+        deopt: g.deopt?,
+        caches: Some(g.caches?),
+    })
+}
+
 /// The generated extras of CPython `major.minor` (3.13+), if the repository has them.
 pub fn extras(major: u8, minor: u8) -> Option<&'static GeneratedExtras> {
     EXTRAS.iter().find(|l| l.version == (major, minor))
@@ -210,13 +220,7 @@ impl StaticLayout {
             unicode_ascii_size: g.unicode_ascii_size,
             unicode_compact_size: g.unicode_compact_size,
         };
-        let tables = match (g.deopt, g.caches) {
-            (Some(deopt), Some(caches)) => Some(OpcodeTables {
-                deopt,
-                caches: Some(caches),
-            }),
-            _ => None,
-        };
+        let tables = generated_opcode_tables(version.0, version.1);
         Ok(StaticLayout {
             version,
             headers: g.headers,

@@ -16,7 +16,7 @@ use super::layout::{DebugOffsetsLayout, InterpreterLayout, DEBUG_OFFSETS_READ};
 use super::memory::{MemoryReader, ProcessVmReader};
 use super::resolve::{OpcodeTables, Types};
 use super::sampler::Target;
-use super::static_layout::{extras, StaticLayout};
+use super::static_layout::{extras, generated_opcode_tables, StaticLayout};
 
 /// Looks a symbol up in the process (the executable and every loaded library).
 pub fn symbol(name: &str) -> Option<u64> {
@@ -86,7 +86,7 @@ pub fn opcode_tables_from(
     exported_deopt: Option<u64>,
 ) -> Option<OpcodeTables> {
     match (version.0, version.1) {
-        (3, 11..=12) => StaticLayout::for_version(version).ok()?.opcode_tables(),
+        (3, 11..=12) => generated_opcode_tables(version.0, version.1),
         (3, 13..) => {
             let deopt = extras(version.0, version.1)
                 .and_then(|e| e.deopt)
