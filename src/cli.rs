@@ -418,6 +418,16 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    #[cfg(not(feature = "query"))]
+    if args.get(1).is_some_and(|a| a == "query") {
+        eprintln!(
+            "tach: this tach is built without SQL (the recorder alone, as the tach-record \
+             package installs it): `tach query` and `tach export --parquet` are in the full \
+             build (`pip install tach`, or cargo's default features)"
+        );
+        return USAGE;
+    }
     let code = match Cli::try_parse_from(args) {
         Ok(cli) => match run(cli.command) {
             Ok(code) => code,

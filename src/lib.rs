@@ -34,7 +34,7 @@ mod tach;
 #[path = "../tests/suite/common.rs"]
 #[allow(dead_code)]
 mod golden_corpus;
-#[cfg(feature = "python")]
+#[cfg(feature = "python-record")]
 mod python;
 #[cfg(feature = "query")]
 pub mod query;

@@ -6,7 +6,6 @@
 //! polls for signals, so Ctrl-C raises KeyboardInterrupt at once; the abandoned work
 //! finishes in the background (the batch converter stops starting new files).
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -347,13 +346,6 @@ fn export_formats() -> Vec<(&'static str, &'static str, &'static str)> {
         .collect()
 }
 
-/// The `tach` command line (argv[0] is the program name); returns the exit status.
-/// Runs without the GIL: it only touches files and the standard streams.
-#[pyfunction]
-fn cli_main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
-    py.detach(|| crate::cli::main(argv))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TachError", m.py().get_type::<TachError>())?;
     m.add_class::<ArrowStream>()?;
@@ -365,6 +357,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(export_formats, m)?)?;
     m.add_function(wrap_pyfunction!(table_columns, m)?)?;
-    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     Ok(())
 }

@@ -21,32 +21,32 @@
 //!
 //! See `docs/recorder.md` for the design.
 
-// The sampler runs inside the Python extension (feature `python`) and, attached from
+// The sampler runs inside the Python extension (feature `python-record`) and, attached from
 // outside, in the `tach` binary. What only the in-process side calls is allowed to be
 // unused in a build without the extension.
 pub(crate) mod attach;
 mod children;
 pub(crate) mod cli;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod clock;
 mod elf;
 pub(crate) mod external;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod layout;
 mod layouts_generated;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod linetable;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod memory;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod pause;
 mod ptrace_pause;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod resolve;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod sampler;
 mod static_layout;
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
+#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod target;
 
 pub use sampler::{RecordOptions, RecordStats, SampleSink, Session};

@@ -1,0 +1,39 @@
+#!/bin/sh
+# The small install: builds the `tach-record` wheel (the recorder without polars; a dev
+# build, as the other Python tests use), installs it into a FRESH virtual environment with
+# nothing else but pytest, on two CPython versions (the host's python3 and pyenv's 3.12),
+# and runs python/tests/test_record_wheel.py there: it records a program in-process and
+# from outside with what the wheel installed, and checks polars is absent.
+# Usage: python/tests/run_record_wheel.sh [pytest args...]
+# Env: CARGO_TARGET_DIR is honoured. A version that is not here is skipped loudly.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+tools="$root/.venv-maturin"
+if ! "$tools/bin/maturin" --version >/dev/null 2>&1; then
+    python3 -m venv "$tools"
+    "$tools/bin/pip" install -q --disable-pip-version-check maturin
+fi
+wheels="$root/target/tach-record-wheels"
+rm -rf "$wheels"
+MATURIN="$tools/bin/maturin" scripts/build-tach-record --profile dev -o "$wheels" >/dev/null
+wheel=$(ls "$wheels"/tach_record-*.whl)
+status=0
+for python in "$(command -v python3)" "$(pyenv prefix 3.12 2>/dev/null || echo /nonexistent)/bin/python3.12"; do
+    if [ ! -x "$python" ]; then
+        msg="SKIPPED: tach-record wheel on $python: no such interpreter here"
+        echo "$msg" >&2
+        [ -z "${TACH_SKIP_LOG:-}" ] || echo "$msg" >>"$TACH_SKIP_LOG"
+        continue
+    fi
+    venv="$root/.venv-record-wheel"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check pytest "$wheel"
+    echo "== tach-record wheel on $("$venv/bin/python" -V)"
+    # From outside the source tree, so `import tach` is the installed package.
+    (cd "$venv" && TACH_RECORD_WHEEL="$wheel" "$venv/bin/python" -m pytest -p no:cacheprovider \
+        --basetemp="$venv/pytest-tmp" -q "$root/python/tests/test_record_wheel.py" "$@") || status=1
+    rm -rf "$venv"
+done
+exit $status
