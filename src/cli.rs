@@ -1202,7 +1202,7 @@ struct DumpArgs {
 }
 
 fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
-    let stacks = crate::record::external::dump(args.pid, !args.no_blocking)
+    let stacks = crate::record::external::dump(args.pid, !args.no_blocking, None)
         .map_err(crate::record::cli::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)
