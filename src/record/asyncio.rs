@@ -162,6 +162,9 @@ pub struct ObjectOffsets {
     /// `await` of another awaitable (3.15 adds a locked variant of the latter).
     pub frame_cleared: i8,
     pub frame_yield_from: [i8; 2],
+    /// How far below the frame's stack pointer the awaited object is: 3.15 keeps one
+    /// more value above it (the same distance as CPython's unwinder of each version).
+    pub awaited_below_sp: u64,
 }
 
 impl ObjectOffsets {
@@ -218,6 +221,7 @@ impl ObjectOffsets {
             frame_stackpointer: w(at.frame_stackpointer)?,
             frame_cleared: if minor >= 15 { 5 } else { 4 },
             frame_yield_from: if minor >= 15 { [2, 3] } else { [-1, -1] },
+            awaited_below_sp: if minor >= 15 { 16 } else { 8 },
         };
         // The fields both parsers read must agree, or the indices are not this version's.
         if w(at.frame_owner)? != o.frame_owner || objs.ob_type != o.ob_type {
@@ -611,12 +615,12 @@ impl TaskReader {
             if !o.frame_yield_from.contains(&state) {
                 break;
             }
-            // Suspended in `await x`: x is just below the top of the value stack.
-            let sp = field_u64(frame, o.frame_stackpointer).unwrap_or(0);
-            if sp < 16 {
+            // Suspended in `await x`: x is near the top of the value stack.
+            let sp = field_u64(frame, o.frame_stackpointer).unwrap_or(0) & !self.tag_mask;
+            if sp < o.awaited_below_sp {
                 break;
             }
-            let awaited = match mem.read_u64(sp - 16) {
+            let awaited = match mem.read_u64(sp - o.awaited_below_sp) {
                 Ok(p) => p & !self.tag_mask,
                 Err(e) => {
                     result = Err(e);

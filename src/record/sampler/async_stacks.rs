@@ -2,7 +2,8 @@
 //! (see `record::asyncio` for what is read and CPython's convention the stacks follow).
 //!
 //! - `running`: a thread whose loop runs a task gets its own frames up to that task's
-//!   coroutine, then the `<task>` frame, then the tasks awaiting it; a thread whose loop
+//!   coroutine (all of them while the task's step runs outside its coroutine), then the
+//!   `<task>` frame, then the tasks awaiting it; a thread whose loop
 //!   is between tasks has no sample (CPython's sampler has none either); a thread with
 //!   no loop gets its plain stack, as without the flag.
 //! - `all`: every task of every thread, waiting or not, one stack per task nobody

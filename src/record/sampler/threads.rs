@@ -489,6 +489,8 @@ impl Sampler {
         // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
         // CPython puts it. Earlier versions only say that a collection runs: the thread
         // running it holds the GIL, and the collection sits on top of its stack.
+        // Async-aware stacks have none, as CPython's sampler makes them.
+        let collecting = collecting && !matches!(plan, AsyncPlan::Cut(_));
         let gc_at =
             (collecting && o.interp_gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
         let gc_on_top = collecting && o.interp_gc_frame.is_none() && has_gil;

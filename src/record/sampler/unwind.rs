@@ -177,13 +177,13 @@ impl Sampler {
         }
         if read.cut.is_some() {
             // Async-aware: the thread's frames up to the running task's coroutine, then
-            // the task and the tasks awaiting it.
-            let Some(k) = self.cut_found else {
-                return Err(ReadError::Invalid(
-                    "the running task's coroutine is not on its thread's stack",
-                ));
-            };
-            self.raw.truncate(k);
+            // the task and the tasks awaiting it. A task is also "running" while the
+            // machinery of its step runs around its coroutine (scheduling the next step,
+            // calling done callbacks): the coroutine is not on the stack then, and the
+            // whole stack goes under the task, as CPython's sampler puts it.
+            if let Some(k) = self.cut_found {
+                self.raw.truncate(k);
+            }
             self.append_async_items();
         }
         if read.gc_on_top {
