@@ -694,17 +694,17 @@ mod tests {
         assert_eq!(leaves(&tasks), vec![3, 4]);
         let mut out = Vec::new();
         linear_stack(3, &tasks, &mut out);
-        use StackItem::*;
+        use StackItem::{Code, Task as Mark};
         assert_eq!(
             out,
             vec![
                 Code(30, 0),
-                Task("Task-3".into()),
+                Mark("Task-3".into()),
                 Code(20, 0),
                 Code(21, 0),
-                Task("mid".into()),
+                Mark("mid".into()),
                 Code(10, 0),
-                Task("Task-1".into()),
+                Mark("Task-1".into()),
             ]
         );
         out.clear();
@@ -713,9 +713,9 @@ mod tests {
         assert_eq!(
             out,
             vec![
-                Task("leaf2 (2 parents)".into()),
+                Mark("leaf2 (2 parents)".into()),
                 Code(10, 0),
-                Task("Task-1".into())
+                Mark("Task-1".into())
             ]
         );
     }
