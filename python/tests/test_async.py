@@ -311,18 +311,29 @@ def test_same_stacks_as_cpythons_sampler_on_315(program, work, request):
     if program == "server":
         env = (f"PYTHONPATH={request.getfixturevalue('site')}",)
     text, name = (TREE, "aio_tree.py") if program == "tree" else (SERVER, "aio_server.py")
-    with Target("python3.15", work, text, name, seconds + 6, env) as target:
-        ref, ours, summary = record_both(target, work, seconds)
-    report, worst, missing = compare(ref, ours)
-    print(f"{program}: {summary.strip()}\n{report}\nlargest difference {worst:.2f} points")
+    # Two samplers sample different instants, and on a loaded machine (the program
+    # descheduled for tens of milliseconds with one task on the CPU) a task's share
+    # varies more than between independent samples: a pair of recordings that differs by
+    # more than 2 points is taken once more, on a new process. A recorder that is wrong
+    # differs every time.
+    for attempt in (1, 2):
+        run = os.path.join(work, f"attempt-{attempt}")
+        os.makedirs(run, exist_ok=True)
+        with Target("python3.15", run, text, name, seconds + 6, env) as target:
+            ref, ours, summary = record_both(target, run, seconds)
+        report, worst, missing = compare(ref, ours)
+        print(f"{program} (attempt {attempt}): {summary.strip()}\n{report}\n"
+              f"largest difference {worst:.2f} points")
+        if worst <= 2.0 and not missing:
+            break
     assert worst <= 2.0, report
     # The same task frames in the same places: every chain of tasks from a root to a
     # leaf that holds 1% of one profile is in the other.
     assert not missing, f"{missing}\n{report}"
     # CPython 3.15 replays tach's file to the same stacks, task frames included.
-    replayed = os.path.join(work, "replayed.collapsed")
+    replayed = os.path.join(run, "replayed.collapsed")
     p = subprocess.run([CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "replay",
-                        "--collapsed", "-o", replayed, os.path.join(work, "tach.tach")],
+                        "--collapsed", "-o", replayed, os.path.join(run, "tach.tach")],
                        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
     assert sorted(read_collapsed(replayed)) == sorted(read_collapsed(ours))
