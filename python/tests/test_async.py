@@ -9,8 +9,9 @@ checked against CPython's own tools attached to the same process:
   self and inclusive, and the task frames sit in the same places (the chains of task
   names from a root task to a leaf, with their shares); CPython's replay of tach's file
   gives tach's own collapsed stacks.
-- CPython 3.14: `python3.14 -m asyncio ps PID` is the reference for the task tree of a
-  program paused in a known state, against `tach dump --async-aware --json PID`.
+- CPython 3.14: the table of `python3.14 -m asyncio ps PID` is the reference for the
+  task tree of a program paused in a known state, against `tach dump --async-aware
+  --json PID`.
 - Versions without asyncio's debug offsets (3.13 here) are refused by name, a program
   not using asyncio records as without the flag, and 10,000 tasks or loops closed and
   opened again while recording end in a valid file.
@@ -169,15 +170,6 @@ def need_chroot():
                     "(scripts/cpython-chroot setup)")
     if not os.path.exists(TACH):
         pytest.fail(f"no tach binary at {TACH} (cargo build, or set TACH_BIN)")
-
-
-@pytest.fixture
-def work(request):
-    # Inside the repository: the chroot sees the working directory only.
-    name = "".join(c if c.isalnum() else "-" for c in request.node.name)
-    d = os.path.join(REPO, "target", f"test-async-{os.getpid()}", name)
-    os.makedirs(d, exist_ok=True)
-    yield d
 
 
 @pytest.fixture(scope="module")
@@ -344,18 +336,17 @@ def test_same_stacks_as_cpythons_sampler_on_315(program, work, request):
 
 
 def ps_tasks(pid):
-    """{(task names from the root to the task): coroutine stack innermost first} from
-    `python3.14 -m asyncio ps PID`."""
-    p = subprocess.run([CHROOT, "run", "--", "python3.14", "-m", "asyncio", "ps", str(pid)],
+    """{(task names from the root to the task): coroutine stack innermost first} from the
+    table `python3.14 -m asyncio ps PID` prints (asyncio.tools' own rows, as JSON: the
+    printed table has fixed-width columns that a long field would shift)."""
+    code = ("import asyncio.tools as t, json, sys; "
+            "print(json.dumps(t.build_task_table(t._get_awaited_by_tasks(int(sys.argv[1])))))")
+    p = subprocess.run([CHROOT, "run", "--", "python3.14", "-c", code, str(pid)],
                        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
     rows = {}
-    for line in p.stdout.splitlines()[2:]:
-        # tid, task id, name, coroutine stack, awaiter chain, awaiter name, awaiter id:
-        # columns of fixed widths (the header's).
-        cols = [line[0:11], line[11:32], line[32:53], line[53:104], line[104:155],
-                line[155:171], line[171:]]
-        tid, task_id, name, coro, _chain, _awaiter, awaiter_id = [c.strip() for c in cols]
+    # tid, task id, name, coroutine stack, awaiter chain, awaiter name, awaiter id
+    for _tid, task_id, name, coro, _chain, _awaiter, awaiter_id in json.loads(p.stdout):
         rows[task_id] = (name, tuple(coro.split(" -> ")) if coro else (), awaiter_id)
     out = {}
     for task_id, (name, coro, awaiter) in rows.items():
