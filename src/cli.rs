@@ -1182,6 +1182,13 @@ struct RecordArgs {
     /// app_<pid>.tach, as CPython 3.15's --subprocesses names them.
     #[arg(long, conflicts_with = "in_process")]
     subprocesses: bool,
+    /// Async-aware stacks (CPython 3.14, 3.15): a thread running an asyncio task shows
+    /// it as a <task> frame under the tasks awaiting it, as CPython 3.15's sampler does.
+    #[arg(long, conflicts_with = "in_process")]
+    async_aware: bool,
+    /// running (default): the task on each thread; all: every task, waiting ones too.
+    #[arg(long, value_parser = ["running", "all"], requires = "async_aware")]
+    async_mode: Option<String>,
     /// The program: an interpreter, then a script (or -m module) and its arguments.
     #[arg(
         last = true,
@@ -1195,6 +1202,9 @@ fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
     let mut rc = args.recording.command(args.argv, args.pid);
     rc.in_process = args.in_process;
     rc.subprocesses = args.subprocesses;
+    rc.async_mode = args
+        .async_aware
+        .then(|| args.async_mode.unwrap_or_else(|| "running".into()));
     // The program's own exit status is ours.
     Ok(rc.run()?)
 }
@@ -1209,10 +1219,20 @@ struct DumpArgs {
     /// Read the threads while they run instead of pausing the one holding the GIL.
     #[arg(long)]
     no_blocking: bool,
+    /// Async-aware stacks (CPython 3.14, 3.15), one per task.
+    #[arg(long)]
+    async_aware: bool,
+    /// all (default for a dump, as CPython's): every task; running: the running ones.
+    #[arg(long, value_parser = ["running", "all"], requires = "async_aware")]
+    async_mode: Option<String>,
 }
 
 fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
-    let stacks = crate::record::external::dump(args.pid, !args.no_blocking)
+    let async_mode = args
+        .async_aware
+        .then(|| crate::record::cli::async_mode(args.async_mode.as_deref().unwrap_or("all")))
+        .transpose()?;
+    let stacks = crate::record::external::dump(args.pid, !args.no_blocking, async_mode)
         .map_err(crate::record::cli::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)

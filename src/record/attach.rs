@@ -74,15 +74,15 @@ impl AttachError {
 
 /// One file the process mapped, and the lowest address it is mapped at.
 #[derive(Debug, Clone, PartialEq)]
-struct MappedFile {
-    path: String,
+pub(super) struct MappedFile {
+    pub(super) path: String,
     /// Start and end of the mapping at file offset 0.
-    lowest: u64,
+    pub(super) lowest: u64,
     end: u64,
 }
 
 /// The files of `/proc/PID/maps` that are mapped from their first page, by path.
-fn mapped_files(maps: &str) -> Vec<MappedFile> {
+pub(super) fn mapped_files(maps: &str) -> Vec<MappedFile> {
     let mut by_path: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for line in maps.lines() {
         // start-end perms offset dev inode path
@@ -174,7 +174,7 @@ fn read_error(pid: i32, what: &str, e: ReadError) -> AttachError {
 /// the process's mount namespace otherwise (a container): both are tried, then the
 /// mapping itself (`map_files`, which needs CAP_SYS_ADMIN). `None`: not an ELF file, or
 /// removed since it was mapped.
-fn open_mapped(pid: i32, file: &MappedFile) -> Result<Option<ElfFile>, AttachError> {
+pub(super) fn open_mapped(pid: i32, file: &MappedFile) -> Result<Option<ElfFile>, AttachError> {
     let candidates = [
         PathBuf::from(&file.path),
         PathBuf::from(format!("/proc/{pid}/root{}", file.path)),

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::tach::{Compression, ProfilingMode};
 
+use super::asyncio::AsyncMode;
 use super::external::{self, ExternalError, Recorded};
 use super::sampler::RecordOptions;
 
@@ -27,6 +28,11 @@ pub fn recording_mode(name: &str) -> Option<ProfilingMode> {
         "exception" => Some(ProfilingMode::Exception),
         _ => None,
     }
+}
+
+/// An async mode by its name: running or all (CPython's `--async-mode`).
+pub fn async_mode(name: &str) -> Result<AsyncMode, RecordCommandError> {
+    AsyncMode::from_name(name).ok_or_else(|| RecordCommandError::BadAsyncMode(name.to_string()))
 }
 
 /// A recording's compression by its name: auto, zstd or none. zstd is always built in,
@@ -66,6 +72,12 @@ pub enum RecordCommandError {
     BadCompression(String),
     #[error("the duration must be a positive number of seconds, not {0}")]
     BadDuration(f64),
+    #[error("unknown async mode {0:?} (expected running or all)")]
+    BadAsyncMode(String),
+    #[error("--async-aware records in wall mode only, as CPython's sampler (not --mode {0})")]
+    AsyncNotWall(String),
+    #[error("--async-aware records from outside only; --in-process does not have it yet")]
+    AsyncInProcess,
     #[error("cannot run {program:?}: {source}")]
     Spawn {
         program: OsString,
@@ -117,6 +129,8 @@ pub struct RecordCommand {
     pub in_process: bool,
     /// Also record the target's child Python processes, one file each (`OUT_<pid>.tach`).
     pub subprocesses: bool,
+    /// `--async-aware` with `--async-mode`: `running` or `all`.
+    pub async_mode: Option<String>,
 }
 
 impl RecordCommand {
@@ -136,6 +150,7 @@ impl RecordCommand {
             pid: None,
             in_process: false,
             subprocesses: false,
+            async_mode: None,
         }
     }
 
@@ -170,6 +185,13 @@ impl RecordCommand {
                 return Err(RecordCommandError::BadDuration(d));
             }
             opts.duration = Some(Duration::from_secs_f64(d));
+        }
+        if let Some(m) = &self.async_mode {
+            opts.async_mode = Some(async_mode(m)?);
+            if opts.mode != ProfilingMode::Wall {
+                let mode = self.mode.clone().unwrap_or_default();
+                return Err(RecordCommandError::AsyncNotWall(mode));
+            }
         }
         opts.all_threads = self.all_threads;
         opts.opcodes = self.opcodes;
@@ -219,6 +241,9 @@ impl RecordCommand {
             });
         }
         if self.argv.len() < 2 || self.needs_in_process() {
+            if self.async_mode.is_some() {
+                return Err(RecordCommandError::AsyncInProcess);
+            }
             let mut cmd = self.command()?;
             let status = cmd.status().map_err(|source| RecordCommandError::Spawn {
                 program: self.argv[0].clone(),

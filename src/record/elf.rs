@@ -230,6 +230,42 @@ impl ElfFile {
         None
     }
 
+    /// The link-time address of the section named `name` (`.AsyncioDebug`: CPython
+    /// publishes some debug offsets as a section of their own, with no symbol a
+    /// stripped file keeps). Every header is checked against the file's length.
+    pub fn section_address(&self, name: &str) -> Option<u64> {
+        let shoff = self.u64_at(40)? as usize;
+        let shentsize = self.u16_at(58)? as usize;
+        let shnum = self.u16_at(60)? as usize;
+        let shstrndx = self.u16_at(62)? as usize;
+        if shentsize < 64 || shstrndx >= shnum {
+            return None;
+        }
+        let header = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
+        let names_at = self.u64_at(header(shstrndx)? + 24)? as usize;
+        let names_size = self.u64_at(header(shstrndx)? + 32)? as usize;
+        let names = self.map.get(names_at..names_at.checked_add(names_size)?)?;
+        let want = name.as_bytes();
+        for i in 0..shnum {
+            let at = header(i)?;
+            let name_at = self.u32_at(at)? as usize;
+            let Some(rest) = names.get(name_at..) else {
+                continue;
+            };
+            if rest.len() > want.len() && &rest[..want.len()] == want && rest[want.len()] == 0 {
+                return self.u64_at(at + 16);
+            }
+        }
+        None
+    }
+
+    /// Where the section `name` is in a process that mapped this file's first page at
+    /// `mapped_at`.
+    pub fn runtime_section_address(&self, name: &str, mapped_at: u64) -> Option<u64> {
+        let addr = self.section_address(name)?;
+        mapped_at.checked_add(addr.checked_sub(self.first_load_vaddr)?)
+    }
+
     /// Where a symbol is in a process that mapped this file's first page at
     /// `mapped_at`.
     pub fn runtime_address(&self, name: &str, mapped_at: u64) -> Option<u64> {

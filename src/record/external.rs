@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::tach::{Compression, ProfilingMode, TachError, TachFile, Writer};
 
+use super::asyncio::AsyncMode;
 use super::attach::{self, AttachError};
 use super::children::Children;
 use super::clock::monotonic_us;
@@ -284,8 +285,13 @@ pub struct StackFrame {
 
 /// Every thread's current stack in process `pid` (`tach dump`): one tick of the
 /// sampler, written to a scratch file and read back, so that a dump shows exactly what
-/// a recording would.
-pub fn dump(pid: i32, blocking: bool) -> Result<Vec<ThreadStack>, ExternalError> {
+/// a recording would. With `async_mode`, async-aware (one stack per task with `all`,
+/// what CPython 3.15's `dump --async-aware` shows by default).
+pub fn dump(
+    pid: i32,
+    blocking: bool,
+    async_mode: Option<AsyncMode>,
+) -> Result<Vec<ThreadStack>, ExternalError> {
     let target = attach::attach(pid, false)?;
     let scratch = std::env::temp_dir().join(format!("tach-dump-{pid}-{}.tach", std::process::id()));
     let mut opts = RecordOptions::new(&scratch);
@@ -294,6 +300,7 @@ pub fn dump(pid: i32, blocking: bool) -> Result<Vec<ThreadStack>, ExternalError>
     opts.mode = ProfilingMode::All;
     opts.compression = Compression::None;
     opts.blocking = blocking;
+    opts.async_mode = async_mode;
     let result = (|| {
         let mut sampler = Sampler::new(target, opts)?;
         sampler.tick(monotonic_us());

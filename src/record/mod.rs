@@ -16,6 +16,7 @@
 //! - `target`: finding this process's interpreter and its layout.
 //! - `attach` (with `elf`): finding another process's interpreter, for `tach record
 //!   --pid` and `tach dump`.
+//! - `asyncio`: the target's asyncio tasks, for async-aware stacks (`--async-aware`).
 //! - `children`: `--subprocesses`, recording the target's child Python processes.
 //! - `cli`: the command line that runs a Python program under the recorder.
 //!
@@ -24,6 +25,7 @@
 // The sampler runs inside the Python extension (feature `python-record`) and, attached from
 // outside, in the `tach` binary. What only the in-process side calls is allowed to be
 // unused in a build without the extension.
+pub(crate) mod asyncio;
 pub(crate) mod attach;
 mod children;
 pub(crate) mod cli;

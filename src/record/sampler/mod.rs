@@ -9,6 +9,7 @@
 //! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
 //! to frame indices) and `session` (the sampling loop and its thread).
 
+mod async_stacks;
 mod resolution;
 mod session;
 #[cfg(test)]
@@ -31,6 +32,7 @@ use crate::tach::{
     MAX_STACK_DEPTH,
 };
 
+use super::asyncio::{AsyncMode, StackItem, Task, TaskReader};
 use super::clock::{monotonic_us, thread_cpu_sec};
 use super::layout::{
     field_i32, field_u64, FrameOwner, InterpreterLayout, LineTableFormat, Offsets,
@@ -86,6 +88,9 @@ pub struct RecordOptions {
     pub blocking: bool,
     /// Also hands every sample to this, as it is written (`tach top --pid`'s live view).
     pub sink: Option<Arc<dyn SampleSink>>,
+    /// Async-aware stacks (`--async-aware`, `--async-mode`): threads running an asyncio
+    /// loop are shown by task, as CPython 3.15's sampler shows them (see `asyncio`).
+    pub async_mode: Option<AsyncMode>,
 }
 
 /// Sees every sample the sampler writes, when it writes it: the live view of `tach top
@@ -120,6 +125,7 @@ impl RecordOptions {
             hidden_prefixes: Vec::new(),
             blocking: true,
             sink: None,
+            async_mode: None,
         }
     }
 
@@ -185,6 +191,13 @@ pub struct RecordStats {
 
 /// `RawFrame::code` of the synthetic `<GC>` frame.
 const GC_MARK: u64 = u64::MAX;
+/// `RawFrame::code` of a `<task>` frame; its `instr` indexes `Sampler::task_names`.
+const TASK_MARK: u64 = u64::MAX - 1;
+
+/// A synthetic frame (`<GC>`, `<task>`), not a code object.
+fn is_mark(code: u64) -> bool {
+    code >= TASK_MARK
+}
 
 /// A raw frame: where its code object is, and its instruction pointer.
 #[derive(Debug, Clone, Copy)]
@@ -248,6 +261,22 @@ pub struct Sampler {
     pauser: Option<Box<dyn ThreadPause>>,
     /// The thread paused this tick and whether it was on a CPU just before.
     paused_on_cpu: Option<(u64, bool)>,
+    /// `--async-aware`: reads the target's asyncio tasks.
+    tasks: Option<TaskReader>,
+    /// What goes above the running task's frames in this sample: its `<task>` frame and
+    /// the tasks awaiting it, innermost first.
+    async_items: Vec<StackItem>,
+    /// Names of the `<task>` frames of the sample being resolved.
+    task_names: Vec<String>,
+    /// Writer index of each `<task>` frame, by task name.
+    task_frame_ids: HashMap<String, u32>,
+    /// Where the walk met the frame the stack is cut at (the running task's coroutine):
+    /// how many frames it had then.
+    cut_found: Option<usize>,
+    /// `--async-mode all`: the tasks read this tick, with the thread they belong to and
+    /// its status.
+    tick_tasks: HashMap<u64, Task>,
+    task_threads: HashMap<u64, (u64, u8)>,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -273,6 +302,10 @@ impl Sampler {
             .python_version(version)
             .journal(Some(crate::tach::journal::journal_path(&opts.path)))
             .create(&opts.path)?;
+        let tasks = match opts.async_mode {
+            Some(_) => Some(task_reader(&target)?),
+            None => None,
+        };
         let o = target.layout.offsets();
         let tstate_buf = vec![0u8; o.tstate_size as usize];
         let frame_buf = vec![0u8; o.frame_size as usize];
@@ -315,6 +348,13 @@ impl Sampler {
             progress: Arc::new(AtomicU64::new(0)),
             pauser: opts_blocking.then(|| pauser_for(target_pid)).flatten(),
             paused_on_cpu: None,
+            tasks,
+            async_items: Vec::new(),
+            task_names: Vec::new(),
+            task_frame_ids: HashMap::new(),
+            cut_found: None,
+            tick_tasks: HashMap::new(),
+            task_threads: HashMap::new(),
         })
     }
 
@@ -405,6 +445,32 @@ impl Sampler {
         }
         stats
     }
+}
+
+/// The task reader for `--async-aware`: CPython 3.14 and 3.15 from outside only, the
+/// others refused by name.
+fn task_reader(target: &Target) -> Result<TaskReader, TachError> {
+    let (major, minor, _) = target.layout.version();
+    // SAFETY: getpid has no preconditions.
+    if target.pid == unsafe { libc::getpid() } as u64 {
+        return Err(TachError::Usage(
+            "--async-aware records from outside only (tach record --pid, tach record -- \
+             python ...); in-process it is not available yet"
+                .into(),
+        ));
+    }
+    if major != 3 || !(14..=15).contains(&minor) {
+        return Err(TachError::Usage(
+            super::asyncio::AsyncError::Unsupported(major, minor).to_string(),
+        ));
+    }
+    let mut raw = vec![0u8; super::layout::DEBUG_OFFSETS_READ];
+    target
+        .mem
+        .read(target.runtime, &mut raw)
+        .map_err(|e| TachError::Usage(format!("reading _Py_DebugOffsets: {e}")))?;
+    TaskReader::new(target.pid as i32, &raw, minor, target.layout.offsets())
+        .map_err(|e| TachError::Usage(e.to_string()))
 }
 
 /// Our own threads are paused with a signal, another process's with ptrace.

@@ -24,7 +24,7 @@ impl Sampler {
         self.codes.clear();
         self.code_slot.clear();
         for f in &self.raw {
-            if f.code == GC_MARK {
+            if is_mark(f.code) {
                 self.code_slot.push(usize::MAX);
                 continue;
             }
@@ -54,7 +54,7 @@ impl Sampler {
         }
         if read_units {
             for f in &self.raw {
-                if f.code != GC_MARK {
+                if !is_mark(f.code) {
                     self.ranges.push((f.instr, 2));
                 }
             }
@@ -88,6 +88,23 @@ impl Sampler {
         // Index of the frame's code unit in the batched read (GC marks have none).
         let mut unit = 0usize;
         for (i, f) in self.raw.iter().enumerate() {
+            if f.code == TASK_MARK {
+                let name = self
+                    .task_names
+                    .get(f.instr as usize)
+                    .map_or("", |n| n.as_str());
+                let id = match self.task_frame_ids.get(name) {
+                    Some(&id) => id,
+                    None => {
+                        // As CPython's collector makes it: file `<task>`, no location.
+                        let id = self.writer.frame("<task>", name, None, None);
+                        self.task_frame_ids.insert(name.to_string(), id);
+                        id
+                    }
+                };
+                self.stack.push(id);
+                continue;
+            }
             if f.code == GC_MARK {
                 let id = match self.gc_frame_id {
                     Some(id) => id,

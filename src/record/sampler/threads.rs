@@ -1,6 +1,7 @@
 //! One tick: every interpreter's thread list, the GIL and the garbage collector in a few
 //! batched reads, then each thread's status and stack.
 
+use super::async_stacks::AsyncPlan;
 use super::*;
 
 /// One thread at one tick, as the thread list gave it.
@@ -12,6 +13,9 @@ pub(super) struct ThreadAt {
     pub interp_id: u32,
     pub now_us: u64,
     pub is_main: bool,
+    /// Sampled without `--async-aware` (the main thread, or every one with
+    /// `--all-threads`): its plain stack is written when it runs no asyncio loop.
+    pub plain: bool,
     /// The GIL as read this tick, (locked, last holder): before 3.13 a thread state does
     /// not say whether it holds the GIL, this does.
     pub gil: (bool, u64),
@@ -29,6 +33,9 @@ pub(super) struct StackRead<'a> {
     /// Before 3.15: a collection runs in this thread, `<GC>` goes on top.
     pub gc_on_top: bool,
     pub fields: &'a ExceptionFields,
+    /// `--async-aware`: the running task's coroutine frame, where the stack is cut
+    /// (its callers are the event loop's).
+    pub cut: Option<u64>,
 }
 
 /// Offset and length of the interpreter fields a tick reads (id, next, threads head).
@@ -84,6 +91,8 @@ impl Sampler {
             _ => None,
         };
         self.seen_tids.clear();
+        // Async-aware, every thread is looked at: any of them may run a loop.
+        let visit_all = self.opts.all_threads || self.tasks.is_some();
         let (ilo, ilen) = interp_span(&o);
         let mut n_interp = 0;
         while interp != 0 && n_interp < MAX_INTERPRETERS {
@@ -133,7 +142,7 @@ impl Sampler {
             // Main thread only: go straight to the main thread's state found at an
             // earlier tick (it lives as long as the interpreter), checking that it still
             // is what it was, rather than reading every thread state to find it again.
-            if !self.opts.all_threads {
+            if !visit_all {
                 if let Some((i, ts)) = self.main_tstate {
                     let still = i == interp
                         && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
@@ -150,6 +159,7 @@ impl Sampler {
                                     interp_id,
                                     now_us,
                                     is_main: true,
+                                    plain: true,
                                     gil: (gil_locked, gil_holder),
                                 },
                             )
@@ -184,13 +194,14 @@ impl Sampler {
                 let is_main = tid == self.target.pid;
                 // tid 0: a thread state created for a thread that has not started yet
                 // (3.13+ create it in the parent); it has no frames and no identity.
-                if tid != 0 && (self.opts.all_threads || is_main) {
+                if tid != 0 && (visit_all || is_main) {
                     let thread = ThreadAt {
                         tstate,
                         tid,
                         interp_id,
                         now_us,
                         is_main,
+                        plain: self.opts.all_threads || is_main,
                         gil: (gil_locked, gil_holder),
                     };
                     match self.sample_thread(&o, thread) {
@@ -201,7 +212,7 @@ impl Sampler {
                             ok = false;
                         }
                     }
-                    if !self.opts.all_threads {
+                    if !visit_all {
                         if self.main_tstate.is_none() {
                             self.main_tstate = Some((interp, tstate));
                         }
@@ -209,6 +220,11 @@ impl Sampler {
                     }
                 }
                 tstate = next;
+            }
+            if self.opts.async_mode == Some(AsyncMode::All)
+                && !self.write_all_tasks(&o, interp, interp_id, now_us)
+            {
+                ok = false;
             }
             interp = next_interp;
         }
@@ -417,6 +433,7 @@ impl Sampler {
             interp_id,
             now_us,
             is_main,
+            plain,
             gil: (gil_locked, gil_holder),
         } = thread;
         self.seen_tids.insert(tid);
@@ -455,6 +472,16 @@ impl Sampler {
             self.stats.filtered += 1;
             return Ok(());
         }
+        let mut plan = self.async_plan(tstate, tid, status, now_us)?;
+        match plan {
+            AsyncPlan::Cut(_) => {}
+            AsyncPlan::Plain if plain => {}
+            AsyncPlan::Skip => {
+                self.stats.filtered += 1;
+                return Ok(());
+            }
+            AsyncPlan::Plain | AsyncPlan::Collected => return Ok(()),
+        }
         // The exception state is read in the same system call as the stack, just after
         // it: read before, it can belong to another moment than the stack.
         let exc_fields = self.exception_fields(o, tstate);
@@ -462,6 +489,8 @@ impl Sampler {
         // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
         // CPython puts it. Earlier versions only say that a collection runs: the thread
         // running it holds the GIL, and the collection sits on top of its stack.
+        // Async-aware stacks have none, as CPython's sampler makes them.
+        let collecting = collecting && !matches!(plan, AsyncPlan::Cut(_));
         let gc_at =
             (collecting && o.interp_gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
         let gc_on_top = collecting && o.interp_gc_frame.is_none() && has_gil;
@@ -475,17 +504,35 @@ impl Sampler {
         // The thread runs on while we read it: a read that does not validate (the
         // innermost frame moved, a frame popped under us, a chain that does not end
         // where it should) is taken again, a few times, before the sample is dropped.
-        let read = StackRead {
+        let mut read = StackRead {
             tstate,
             tid,
             slot,
             gc_at,
             gc_on_top,
             fields: &exc_fields,
+            cut: None,
         };
         let mut attempt = 1;
         loop {
             let may_retry = attempt < READ_ATTEMPTS;
+            if attempt > 1 && matches!(plan, AsyncPlan::Cut(_)) {
+                // The running task is read again with the stack: it may have changed.
+                plan = self.async_plan(tstate, tid, status, now_us)?;
+                match plan {
+                    AsyncPlan::Cut(_) => {}
+                    AsyncPlan::Plain if plain => {}
+                    AsyncPlan::Skip => {
+                        self.stats.filtered += 1;
+                        return Ok(());
+                    }
+                    _ => return Ok(()),
+                }
+            }
+            read.cut = match plan {
+                AsyncPlan::Cut(frame) => Some(frame),
+                _ => None,
+            };
             match self.read_stack(o, &read, &mut guess, may_retry) {
                 Ok(()) => break,
                 Err(e) if attempt < READ_ATTEMPTS => {
@@ -511,23 +558,7 @@ impl Sampler {
             self.stats.filtered += 1;
             return Ok(());
         }
-        match self
-            .writer
-            .write_sample(tid, interp_id, now_us, status, &self.stack)
-        {
-            Ok(()) => {
-                self.stats.samples += 1;
-                if let Some(sink) = &self.opts.sink {
-                    let (frames, strings) = (self.writer.frames(), self.writer.strings());
-                    sink.sample(tid, status, &self.stack, frames, strings);
-                }
-            }
-            Err(e) => {
-                if self.write_error.is_none() {
-                    self.write_error = Some(e.to_string());
-                }
-            }
-        }
+        self.write_stack(tid, interp_id, now_us, status);
         Ok(())
     }
 }

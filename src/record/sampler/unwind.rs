@@ -160,7 +160,8 @@ impl Sampler {
                 }
             }
         };
-        let complete = self.walk(o, frame, read.gc_at, may_retry)?;
+        self.cut_found = None;
+        let complete = self.walk(o, frame, read.gc_at, read.cut, may_retry)?;
         let base = o
             .tstate_base_frame
             .and_then(|off| field_u64(&self.tstate_buf, off))
@@ -173,6 +174,17 @@ impl Sampler {
                     "frame chain does not end at the base frame",
                 ));
             }
+        }
+        if read.cut.is_some() {
+            // Async-aware: the thread's frames up to the running task's coroutine, then
+            // the task and the tasks awaiting it. A task is also "running" while the
+            // machinery of its step runs around its coroutine (scheduling the next step,
+            // calling done callbacks): the coroutine is not on the stack then, and the
+            // whole stack goes under the task, as CPython's sampler puts it.
+            if let Some(k) = self.cut_found {
+                self.raw.truncate(k);
+            }
+            self.append_async_items();
         }
         if read.gc_on_top {
             self.raw.insert(
@@ -197,6 +209,7 @@ impl Sampler {
         o: &Offsets,
         mut frame: u64,
         gc_frame: Option<u64>,
+        cut: Option<u64>,
         may_retry: bool,
     ) -> Result<Option<u64>, ReadError> {
         self.raw.clear();
@@ -320,6 +333,9 @@ impl Sampler {
                         owner,
                         called_python: callee_python,
                     });
+                    if cut == Some(frame) && self.cut_found.is_none() {
+                        self.cut_found = Some(self.raw.len());
+                    }
                     // 3.11: the first frame of an eval loop was called from C.
                     let entry = o
                         .frame_is_entry
