@@ -135,7 +135,16 @@ impl RecordStats {
             cpu,
             size(self.file_size),
             self.path.display()
-        )
+        ) + &match &self.native {
+            Some(n) => format!(
+                "; native: {} walks, {} cut short, {} not stopped, {} not spliced",
+                thousands(n.walks),
+                thousands(n.truncated),
+                thousands(n.no_registers),
+                thousands(n.mismatches)
+            ),
+            None => String::new(),
+        }
     }
 }
 

@@ -16,6 +16,8 @@
 //! - `target`: finding this process's interpreter and its layout.
 //! - `attach` (with `elf`): finding another process's interpreter, for `tach record
 //!   --pid` and `tach dump`.
+//! - `native`: native stacks of another process's threads (`--native`), walked with
+//!   framehop and spliced with the Python frames.
 //! - `children`: `--subprocesses`, recording the target's child Python processes.
 //! - `cli`: the command line that runs a Python program under the recorder.
 //!
@@ -38,6 +40,7 @@ mod layouts_generated;
 mod linetable;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod memory;
+mod native;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pause;
 mod ptrace_pause;

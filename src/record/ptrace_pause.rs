@@ -224,6 +224,10 @@ impl ThreadPause for PtracePauser {
     fn timeouts(&self) -> u64 {
         self.timeouts
     }
+
+    fn ptrace_stopped(&self) -> Option<u64> {
+        self.held.map(|(tid, _)| tid as u64)
+    }
 }
 
 impl Drop for PtracePauser {

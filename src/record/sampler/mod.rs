@@ -9,6 +9,7 @@
 //! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
 //! to frame indices) and `session` (the sampling loop and its thread).
 
+mod native;
 mod resolution;
 mod session;
 #[cfg(test)]
@@ -86,6 +87,9 @@ pub struct RecordOptions {
     pub blocking: bool,
     /// Also hands every sample to this, as it is written (`tach top --pid`'s live view).
     pub sink: Option<Arc<dyn SampleSink>>,
+    /// Each thread's native stack with its Python frames spliced in (`--native`; from
+    /// outside only; every sampled thread is stopped while it is read).
+    pub native: bool,
 }
 
 /// Sees every sample the sampler writes, when it writes it: the live view of `tach top
@@ -120,6 +124,7 @@ impl RecordOptions {
             hidden_prefixes: Vec::new(),
             blocking: true,
             sink: None,
+            native: false,
         }
     }
 
@@ -129,6 +134,7 @@ impl RecordOptions {
             all_threads: self.all_threads,
             opcodes: self.opcodes,
             gc: self.gc,
+            native: self.native,
             ..CaptureFeatures::default()
         }
     }
@@ -179,6 +185,8 @@ pub struct RecordStats {
     /// and did not take effect within the wait (those ticks read running threads).
     pub paused_ticks: u64,
     pub pause_timeouts: u64,
+    /// `--native`: the walks, and what went wrong in them.
+    pub native: Option<crate::record::native::NativeStats>,
     /// Set when the file could not be written or the sampler failed.
     pub error: Option<String>,
 }
@@ -248,6 +256,16 @@ pub struct Sampler {
     pauser: Option<Box<dyn ThreadPause>>,
     /// The thread paused this tick and whether it was on a CPU just before.
     paused_on_cpu: Option<(u64, bool)>,
+    /// Per frame of `stack`, which call of the eval loop runs it (0: the innermost);
+    /// per raw frame the same, and how many calls the stack has (`--native`).
+    stack_runs: Vec<u32>,
+    raw_runs: Vec<u32>,
+    run_count: u32,
+    /// `--native`: the unwinder and the pauser of threads the GIL holder's pause does
+    /// not stop.
+    native: Option<Box<native::NativeSide>>,
+    /// A native stack of this tick could not be read or spliced.
+    native_error: bool,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -281,6 +299,13 @@ impl Sampler {
             ..RecordStats::default()
         };
         let (opts_blocking, target_pid) = (opts.blocking, target.pid);
+        // Native stacks are read from outside only (a thread cannot stop itself).
+        // SAFETY: getpid has no preconditions.
+        let native = if opts.native && target_pid != unsafe { libc::getpid() } as u64 {
+            Some(Box::new(native::NativeSide::new(target_pid)?))
+        } else {
+            None
+        };
         Ok(Sampler {
             target,
             opts,
@@ -315,6 +340,11 @@ impl Sampler {
             progress: Arc::new(AtomicU64::new(0)),
             pauser: opts_blocking.then(|| pauser_for(target_pid)).flatten(),
             paused_on_cpu: None,
+            stack_runs: Vec::with_capacity(MAX_STACK_DEPTH),
+            raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
+            run_count: 0,
+            native,
+            native_error: false,
         })
     }
 
@@ -322,9 +352,13 @@ impl Sampler {
     pub fn tick(&mut self, now_us: u64) -> bool {
         self.stats.ticks += 1;
         let ok = self.sample_all(now_us).unwrap_or(false);
+        let ok = !std::mem::take(&mut self.native_error) && ok;
         // A tick that ended early (a read error) must not leave a thread paused.
         if let Some(p) = &mut self.pauser {
             p.settle();
+        }
+        if let Some(n) = &mut self.native {
+            n.settle();
         }
         self.paused_on_cpu = None;
         if !ok {
@@ -358,7 +392,11 @@ impl Sampler {
             for (reason, n) in &self.drop_reasons {
                 eprintln!("tach: dropped {n} samples: {reason}");
             }
+            if let Some(n) = &self.native {
+                eprintln!("tach: native: {:?}", n.stats());
+            }
         }
+        self.stats.native = self.native.as_ref().map(|n| n.stats().clone());
         let s = &mut self.stats;
         let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
         let interval = self.opts.interval_us.max(1) as f64 / 1e6;

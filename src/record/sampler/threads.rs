@@ -414,10 +414,9 @@ impl Sampler {
         let ThreadAt {
             tstate,
             tid,
-            interp_id,
-            now_us,
             is_main,
             gil: (gil_locked, gil_holder),
+            ..
         } = thread;
         self.seen_tids.insert(tid);
         let mut status = 0u8;
@@ -455,6 +454,31 @@ impl Sampler {
             self.stats.filtered += 1;
             return Ok(());
         }
+        // --native: the thread is stopped before its Python stack is read, released
+        // after its native walk.
+        let stopped = self.native_stop(tid);
+        let result = self.sample_stopped(o, thread, status, has_gil, stopped);
+        self.native_release();
+        result
+    }
+
+    /// [`Self::sample_thread`] once the thread's status is known and (`--native`) the
+    /// thread stopped.
+    fn sample_stopped(
+        &mut self,
+        o: &Offsets,
+        thread: ThreadAt,
+        mut status: u8,
+        has_gil: bool,
+        stopped: bool,
+    ) -> Result<(), ReadError> {
+        let ThreadAt {
+            tstate,
+            tid,
+            interp_id,
+            now_us,
+            ..
+        } = thread;
         // The exception state is read in the same system call as the stack, just after
         // it: read before, it can belong to another moment than the stack.
         let exc_fields = self.exception_fields(o, tstate);
@@ -501,6 +525,7 @@ impl Sampler {
         if slot.is_some() {
             self.last_frame.insert(tid, guess);
         }
+        self.native_splice(tid, stopped);
         let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {
             Some(v) => v,
             None => self.exception_state(o),

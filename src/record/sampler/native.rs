@@ -1,0 +1,119 @@
+//! `--native`: each sampled thread's native stack, walked while the thread is stopped,
+//! with the Python frames read spliced in where the eval loop runs them (`native`).
+
+use super::*;
+use crate::record::native::splice::{self, NativeKind, Splice};
+use crate::record::native::{registers, NativeStats, NativeUnwinder};
+
+/// The sampler's native side.
+pub(super) struct NativeSide {
+    unwinder: NativeUnwinder,
+    /// Stops the threads sampled that the GIL holder's pause does not hold.
+    pauser: PtracePauser,
+    kinds: Vec<NativeKind>,
+    merged: Vec<u32>,
+}
+
+impl NativeSide {
+    pub(super) fn new(pid: u64) -> Result<NativeSide, TachError> {
+        let unwinder = NativeUnwinder::new(pid as i32)
+            .map_err(|e| TachError::Usage(format!("--native: {e}")))?;
+        Ok(NativeSide {
+            unwinder,
+            pauser: PtracePauser::new(pid as i32),
+            kinds: Vec::with_capacity(crate::record::native::MAX_NATIVE_FRAMES),
+            merged: Vec::with_capacity(MAX_STACK_DEPTH),
+        })
+    }
+
+    pub(super) fn stats(&self) -> &NativeStats {
+        &self.unwinder.stats
+    }
+
+    /// Ends a tick: nothing stays stopped.
+    pub(super) fn settle(&mut self) {
+        self.pauser.settle();
+    }
+}
+
+impl Sampler {
+    /// Stops thread `tid` for its native walk (before its Python stack is read, so that
+    /// both are of one moment), unless the GIL holder's pause holds it already. Whether
+    /// it is stopped.
+    pub(super) fn native_stop(&mut self, tid: u64) -> bool {
+        let Some(n) = self.native.as_deref_mut() else {
+            return false;
+        };
+        if self.pauser.as_ref().and_then(|p| p.ptrace_stopped()) == Some(tid) {
+            return true;
+        }
+        n.pauser.pause(tid)
+    }
+
+    /// Replaces the Python stack just read (`self.stack`, with `self.stack_runs`) by the
+    /// thread's native stack with the Python frames spliced in. A thread that could not
+    /// be stopped, or whose stacks do not fit together, keeps its Python frames and
+    /// makes the tick one with errors.
+    pub(super) fn native_splice(&mut self, tid: u64, stopped: bool) {
+        let Some(n) = self.native.as_deref_mut() else {
+            return;
+        };
+        let regs = match stopped {
+            true => registers(tid as i32).ok(),
+            false => None,
+        };
+        let Some(regs) = regs else {
+            n.unwinder.stats.no_registers += 1;
+            self.native_error = true;
+            return;
+        };
+        n.unwinder.refresh();
+        let truncated = n.unwinder.walk(regs, &*self.target.mem);
+        // The thread can run on: its Python frames and registers are read.
+        n.pauser.resume();
+        let addrs = std::mem::take(&mut n.unwinder.addrs);
+        n.kinds.clear();
+        let writer = &mut self.writer;
+        let mut intern = |file: &str, func: &str| writer.frame(file, func, None, None);
+        for &a in &addrs {
+            let kind = n.unwinder.kind(a, &mut intern);
+            n.kinds.push(kind);
+        }
+        n.unwinder.addrs = addrs;
+        match splice::splice(
+            &n.kinds,
+            &self.stack,
+            &self.stack_runs,
+            self.run_count,
+            truncated,
+            &mut n.merged,
+        ) {
+            Ok(how) => {
+                if how == Splice::Truncated
+                    || (how == Splice::PythonAfter && !self.stack.is_empty())
+                {
+                    self.native_error = true;
+                }
+                n.merged.truncate(MAX_STACK_DEPTH);
+                std::mem::swap(&mut self.stack, &mut n.merged);
+            }
+            Err(m) => {
+                n.unwinder.stats.mismatches += 1;
+                self.native_error = true;
+                if self.debug {
+                    eprintln!(
+                        "tach: thread {tid}: {} eval loops, {} Python runs",
+                        m.eval_loops, m.python_runs
+                    );
+                }
+            }
+        }
+    }
+
+    /// Releases the thread [`Self::native_stop`] stopped, if any.
+    pub(super) fn native_release(&mut self) {
+        if let Some(n) = self.native.as_deref_mut() {
+            n.pauser.resume();
+        }
+    }
+}
