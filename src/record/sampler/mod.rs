@@ -338,7 +338,14 @@ impl Sampler {
             retry_reasons: Vec::new(),
             debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
             progress: Arc::new(AtomicU64::new(0)),
-            pauser: opts_blocking.then(|| pauser_for(target_pid)).flatten(),
+            pauser: match native {
+                // Every sampled thread is stopped in turn, given the time to stop.
+                Some(_) => Some(Box::new(PtracePauser::with_stop_timeout(
+                    target_pid as i32,
+                    super::ptrace_pause::NATIVE_STOP_TIMEOUT,
+                ))),
+                None => opts_blocking.then(|| pauser_for(target_pid)).flatten(),
+            },
             paused_on_cpu: None,
             stack_runs: Vec::with_capacity(MAX_STACK_DEPTH),
             raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
@@ -357,9 +364,7 @@ impl Sampler {
         if let Some(p) = &mut self.pauser {
             p.settle();
         }
-        if let Some(n) = &mut self.native {
-            n.settle();
-        }
+
         self.paused_on_cpu = None;
         if !ok {
             self.stats.error_ticks += 1;

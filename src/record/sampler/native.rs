@@ -8,8 +8,6 @@ use crate::record::native::{registers, NativeStats, NativeUnwinder};
 /// The sampler's native side.
 pub(super) struct NativeSide {
     unwinder: NativeUnwinder,
-    /// Stops the threads sampled that the GIL holder's pause does not hold.
-    pauser: PtracePauser,
     kinds: Vec<NativeKind>,
     merged: Vec<u32>,
 }
@@ -20,7 +18,6 @@ impl NativeSide {
             .map_err(|e| TachError::Usage(format!("--native: {e}")))?;
         Ok(NativeSide {
             unwinder,
-            pauser: PtracePauser::new(pid as i32),
             kinds: Vec::with_capacity(crate::record::native::MAX_NATIVE_FRAMES),
             merged: Vec::with_capacity(MAX_STACK_DEPTH),
         })
@@ -29,25 +26,27 @@ impl NativeSide {
     pub(super) fn stats(&self) -> &NativeStats {
         &self.unwinder.stats
     }
-
-    /// Ends a tick: nothing stays stopped.
-    pub(super) fn settle(&mut self) {
-        self.pauser.settle();
-    }
 }
 
 impl Sampler {
     /// Stops thread `tid` for its native walk (before its Python stack is read, so that
-    /// both are of one moment), unless the GIL holder's pause holds it already. Whether
-    /// it is stopped.
+    /// both are of one moment), unless the GIL holder's pause holds it already: the one
+    /// pauser stops each sampled thread in turn (releasing the GIL holder when another
+    /// thread is sampled: that one's Python stack cannot change while it is stopped).
+    /// Whether it is stopped.
     pub(super) fn native_stop(&mut self, tid: u64) -> bool {
-        let Some(n) = self.native.as_deref_mut() else {
+        if self.native.is_none() {
+            return false;
+        }
+        let Some(pauser) = self.pauser.as_mut() else {
             return false;
         };
-        if self.pauser.as_ref().and_then(|p| p.ptrace_stopped()) == Some(tid) {
+        if pauser.ptrace_stopped() == Some(tid) {
             return true;
         }
-        n.pauser.pause(tid)
+        let stopped = pauser.pause(tid);
+        self.paused_on_cpu = None;
+        stopped
     }
 
     /// Replaces the Python stack just read (`self.stack`, with `self.stack_runs`) by the
@@ -69,8 +68,6 @@ impl Sampler {
         };
         n.unwinder.refresh();
         let truncated = n.unwinder.walk(regs, &*self.target.mem);
-        // The thread can run on: its Python frames and registers are read.
-        n.pauser.resume();
         let addrs = std::mem::take(&mut n.unwinder.addrs);
         n.kinds.clear();
         let writer = &mut self.writer;
@@ -107,13 +104,6 @@ impl Sampler {
                     );
                 }
             }
-        }
-    }
-
-    /// Releases the thread [`Self::native_stop`] stopped, if any.
-    pub(super) fn native_release(&mut self) {
-        if let Some(n) = self.native.as_deref_mut() {
-            n.pauser.resume();
         }
     }
 }

@@ -454,12 +454,10 @@ impl Sampler {
             self.stats.filtered += 1;
             return Ok(());
         }
-        // --native: the thread is stopped before its Python stack is read, released
-        // after its native walk.
+        // --native: the thread is stopped before its Python stack is read (and released
+        // by the next pause or the tick's end).
         let stopped = self.native_stop(tid);
-        let result = self.sample_stopped(o, thread, status, has_gil, stopped);
-        self.native_release();
-        result
+        self.sample_stopped(o, thread, status, has_gil, stopped)
     }
 
     /// [`Self::sample_thread`] once the thread's status is known and (`--native`) the
