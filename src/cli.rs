@@ -1107,6 +1107,11 @@ struct RecordingArgs {
     /// program more; samples can mix two moments).
     #[arg(long)]
     no_blocking: bool,
+    /// Native stacks: C, C++ and Rust frames, with the Python frames where the
+    /// interpreter runs them (from outside, x86-64). Implies --blocking: every sampled
+    /// thread is stopped while its stack is read.
+    #[arg(long, conflicts_with = "no_blocking")]
+    native: bool,
     /// Compression of the sample data.
     #[arg(long, value_parser = ["auto", "zstd", "none"])]
     compression: Option<String>,
@@ -1126,6 +1131,7 @@ impl RecordingArgs {
             || self.no_gc
             || self.blocking
             || self.no_blocking
+            || self.native
             || self.compression.is_some()
             || self.duration.is_some()
     }
@@ -1150,6 +1156,7 @@ impl RecordingArgs {
         };
         rc.compression = self.compression;
         rc.duration = self.duration;
+        rc.native = self.native;
         rc.pid = pid;
         rc
     }
@@ -1199,10 +1206,14 @@ struct DumpArgs {
     /// Read the threads while they run instead of pausing the one holding the GIL.
     #[arg(long)]
     no_blocking: bool,
+    /// Native stacks (C, C++, Rust frames with the Python ones spliced in); implies
+    /// pausing: each thread is stopped while its stack is read.
+    #[arg(long, conflicts_with = "no_blocking")]
+    native: bool,
 }
 
 fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
-    let stacks = crate::record::external::dump(args.pid, !args.no_blocking)
+    let stacks = crate::record::external::dump(args.pid, !args.no_blocking, args.native)
         .map_err(crate::record::cli::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)

@@ -72,6 +72,10 @@ pub enum RecordCommandError {
         #[source]
         source: std::io::Error,
     },
+    #[error("--native reads native stacks from outside only: drop --in-process")]
+    NativeInProcess,
+    #[error("--native stops each thread while it reads it: it cannot be --no-blocking")]
+    NativeNotBlocking,
     #[error(transparent)]
     External(#[from] ExternalError),
 }
@@ -117,6 +121,8 @@ pub struct RecordCommand {
     pub in_process: bool,
     /// Also record the target's child Python processes, one file each (`OUT_<pid>.tach`).
     pub subprocesses: bool,
+    /// Native stacks (`--native`, from outside only; implies blocking).
+    pub native: bool,
 }
 
 impl RecordCommand {
@@ -136,6 +142,7 @@ impl RecordCommand {
             pid: None,
             in_process: false,
             subprocesses: false,
+            native: false,
         }
     }
 
@@ -177,6 +184,14 @@ impl RecordCommand {
         opts.blocking = self
             .blocking
             .unwrap_or(opts.interval_us >= BLOCKING_MIN_INTERVAL_US);
+        // A thread's registers are read while it is stopped.
+        if self.native {
+            if self.blocking == Some(false) {
+                return Err(RecordCommandError::NativeNotBlocking);
+            }
+            opts.blocking = true;
+            opts.native = true;
+        }
         Ok(opts)
     }
 
@@ -280,6 +295,9 @@ impl RecordCommand {
 
     /// The command to spawn: `PYTHON -m tach run OPTIONS -- REST`.
     pub fn command(&self) -> Result<Command, RecordCommandError> {
+        if self.native {
+            return Err(RecordCommandError::NativeInProcess);
+        }
         let (python, rest) = self
             .argv
             .split_first()

@@ -294,7 +294,7 @@ pub struct StackFrame {
 /// Every thread's current stack in process `pid` (`tach dump`): one tick of the
 /// sampler, written to a scratch file and read back, so that a dump shows exactly what
 /// a recording would.
-pub fn dump(pid: i32, blocking: bool) -> Result<Vec<ThreadStack>, ExternalError> {
+pub fn dump(pid: i32, blocking: bool, native: bool) -> Result<Vec<ThreadStack>, ExternalError> {
     let target = attach::attach(pid, false)?;
     let scratch = std::env::temp_dir().join(format!("tach-dump-{pid}-{}.tach", std::process::id()));
     let mut opts = RecordOptions::new(&scratch);
@@ -302,7 +302,8 @@ pub fn dump(pid: i32, blocking: bool) -> Result<Vec<ThreadStack>, ExternalError>
     // `all`: every thread, with its CPU state looked up (wall mode leaves it unknown).
     opts.mode = ProfilingMode::All;
     opts.compression = Compression::None;
-    opts.blocking = blocking;
+    opts.blocking = blocking || native;
+    opts.native = native;
     let result = (|| {
         let mut sampler = Sampler::new(target, opts)?;
         sampler.tick(monotonic_us());
