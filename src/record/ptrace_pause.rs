@@ -196,8 +196,18 @@ impl ThreadPause for PtracePauser {
             // Gone, traced by someone else this moment (a debugger, py-spy stopping the
             // process for its own sample) or not ours to trace: read it running. A
             // refusal is not final, as another tracer lets go.
-            if ptrace(libc::PTRACE_SEIZE, tid, 0).is_err() {
-                return false;
+            let start = Instant::now();
+            while let Err(e) = ptrace(libc::PTRACE_SEIZE, tid, 0) {
+                // With a long wait (`--native`), another tracer's short stop (py-spy
+                // sampling the same process) is waited out.
+                if e != libc::EPERM || self.stop_timeout <= STOP_TIMEOUT {
+                    return false;
+                }
+                if start.elapsed() >= self.stop_timeout {
+                    self.timeouts += 1;
+                    return false;
+                }
+                std::thread::sleep(Duration::from_micros(50));
             }
             if ptrace(libc::PTRACE_INTERRUPT, tid, 0).is_err() {
                 self.detach(tid, 0);

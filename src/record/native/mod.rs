@@ -13,6 +13,7 @@
 //! there and is marked truncated. Modules are loaded once per file and the maps are read
 //! again (at most every [`RELOAD_INTERVAL`]) when an address falls outside them.
 
+mod dwarf;
 mod module;
 mod regs;
 pub(crate) mod splice;
@@ -100,8 +101,13 @@ pub(crate) struct NativeUnwinder {
     modules: Vec<ModuleInfo>,
     unwinder: UnwinderX86_64<SectionData>,
     cache: Box<CacheX86_64>,
-    /// What each lookup address became, until the maps change.
-    kinds: HashMap<u64, NativeKind>,
+    /// What each lookup address became (a range of `pool`: the functions inlined there,
+    /// then the one it is in), until the maps change.
+    kinds: HashMap<u64, (u32, u32)>,
+    pool: Vec<NativeKind>,
+    /// Each module's DWARF, by path, once looked for.
+    dwarf: HashMap<Arc<str>, Option<dwarf::Dwarf>>,
+    source_frames: Vec<dwarf::SourceFrame>,
     last_reload: Option<Instant>,
     /// An address fell outside every module: read the maps again.
     stale: bool,
@@ -126,6 +132,9 @@ impl NativeUnwinder {
             unwinder: UnwinderX86_64::new(),
             cache: Box::new(CacheX86_64::new()),
             kinds: HashMap::new(),
+            pool: Vec::new(),
+            dwarf: HashMap::new(),
+            source_frames: Vec::with_capacity(dwarf::MAX_INLINED),
             last_reload: None,
             stale: false,
             pages: Vec::with_capacity(MAX_STACK_PAGES),
@@ -146,6 +155,7 @@ impl NativeUnwinder {
         self.last_reload = Some(Instant::now());
         self.stale = false;
         self.kinds.clear();
+        self.pool.clear();
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .ok()
             .and_then(|p| p.to_str().map(str::to_string));
@@ -284,54 +294,93 @@ impl NativeUnwinder {
         truncated
     }
 
-    /// What the frame at lookup address `addr` becomes; `intern(file, function)` makes
-    /// the writer's frame of a shown one.
-    pub fn kind(&mut self, addr: u64, intern: &mut dyn FnMut(&str, &str) -> u32) -> NativeKind {
-        if let Some(&k) = self.kinds.get(&addr) {
-            return k;
+    /// What the frame at lookup address `addr` becomes, appended to `out`: the
+    /// functions inlined there (innermost first) and the one it is in, as DWARF names
+    /// them, or the symbol there; `intern(file, function, line)` makes the writer's
+    /// frame of a shown one (line -1: none).
+    pub fn kinds_of(
+        &mut self,
+        addr: u64,
+        intern: &mut dyn FnMut(&str, &str, i32) -> u32,
+        out: &mut Vec<NativeKind>,
+    ) {
+        if let Some(&(start, len)) = self.kinds.get(&addr) {
+            out.extend_from_slice(&self.pool[start as usize..(start + len) as usize]);
+            return;
         }
+        // Bounded: a process has only so much code; past this, names are made again.
+        if self.pool.len() >= 1 << 22 {
+            self.kinds.clear();
+            self.pool.clear();
+        }
+        let start = self.pool.len();
+        self.name(addr, intern);
+        let len = self.pool.len() - start;
+        self.kinds.insert(addr, (start as u32, len as u32));
+        out.extend_from_slice(&self.pool[start..]);
+    }
+
+    /// Appends the frames at `addr` to `self.pool`.
+    fn name(&mut self, addr: u64, intern: &mut dyn FnMut(&str, &str, i32) -> u32) {
         let k = self.modules.partition_point(|m| m.range.start <= addr);
-        let module = k
+        let Some(m) = k
             .checked_sub(1)
             .and_then(|k| self.modules.get(k))
-            .filter(|m| addr < m.range.end);
-        let kind = match module {
-            None => {
-                // Code outside every file (JIT code, a library loaded since): named by
-                // address; the maps are read again.
-                self.stale = true;
-                NativeKind::Frame(intern("~", &format!("0x{addr:x}")))
-            }
-            Some(m) => {
-                let svma = addr.wrapping_sub(m.bias);
-                let name = m.file.as_ref().and_then(|f| f.symbol(svma));
-                if m.interpreter {
-                    match splice::interpreter_frame(name) {
-                        Some(true) => NativeKind::Eval,
-                        Some(false) => NativeKind::Frame(intern(
-                            &m.path,
-                            &splice::demangle(name.unwrap_or("")),
-                        )),
-                        None => NativeKind::Hidden,
-                    }
-                } else {
-                    match name {
-                        Some(n) if splice::library_start_frame(n, &m.path) => NativeKind::Hidden,
-                        Some(n) => NativeKind::Frame(intern(&m.path, &splice::demangle(n))),
-                        None => {
-                            let base = m.path.rsplit('/').next().unwrap_or(&m.path);
-                            NativeKind::Frame(intern(&m.path, &format!("{base}+0x{svma:x}")))
-                        }
-                    }
+            .filter(|m| addr < m.range.end)
+        else {
+            // Code outside every file (JIT code, a library loaded since): named by
+            // address; the maps are read again.
+            self.stale = true;
+            let id = intern("~", &format!("0x{addr:x}"), -1);
+            self.pool.push(NativeKind::Frame(id));
+            return;
+        };
+        let svma = addr.wrapping_sub(m.bias);
+        let name = m.file.as_ref().and_then(|f| f.symbol(svma));
+        if m.interpreter {
+            let kind = match splice::interpreter_frame(name) {
+                Some(true) => NativeKind::Eval,
+                Some(false) => {
+                    NativeKind::Frame(intern(&m.path, &splice::demangle(name.unwrap_or("")), -1))
+                }
+                None => NativeKind::Hidden,
+            };
+            self.pool.push(kind);
+            return;
+        }
+        if name.is_some_and(|n| splice::library_start_frame(n, &m.path)) {
+            self.pool.push(NativeKind::Hidden);
+            return;
+        }
+        if let Some(file) = &m.file {
+            let dwarf = self
+                .dwarf
+                .entry(m.path.clone())
+                .or_insert_with(|| dwarf::Dwarf::load(&file.map));
+            if let Some(d) = dwarf {
+                d.frames(svma, &mut self.source_frames);
+                for f in &self.source_frames {
+                    let line = f.line.and_then(|l| i32::try_from(l).ok()).unwrap_or(-1);
+                    let id = intern(
+                        f.file.as_deref().unwrap_or(&m.path),
+                        &splice::demangle(&f.function),
+                        line,
+                    );
+                    self.pool.push(NativeKind::Frame(id));
+                }
+                if !self.source_frames.is_empty() {
+                    return;
                 }
             }
-        };
-        // Bounded: a process has only so much code; past this, names are made again.
-        if self.kinds.len() >= 1 << 20 {
-            self.kinds.clear();
         }
-        self.kinds.insert(addr, kind);
-        kind
+        let id = match name {
+            Some(n) => intern(&m.path, &splice::demangle(n), -1),
+            None => {
+                let base = m.path.rsplit('/').next().unwrap_or(&m.path);
+                intern(&m.path, &format!("{base}+0x{svma:x}"), -1)
+            }
+        };
+        self.pool.push(NativeKind::Frame(id));
     }
 }
 

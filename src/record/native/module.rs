@@ -110,6 +110,8 @@ pub(super) struct Section {
 
 /// What one file gives the unwinder and the symboliser.
 pub(super) struct LoadedFile {
+    /// The whole file (its DWARF is read from it on first use).
+    pub map: Arc<Mmap>,
     /// (file offset, size, virtual address) of each loadable segment.
     segments: Vec<(u64, u64, u64)>,
     pub text: Option<Section>,
@@ -183,6 +185,7 @@ impl LoadedFile {
         });
         symbols.dedup_by_key(|s| s.addr);
         Ok(LoadedFile {
+            map: map.clone(),
             segments,
             text: section(".text"),
             eh_frame: section(".eh_frame"),

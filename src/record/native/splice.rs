@@ -57,9 +57,26 @@ pub(crate) fn library_start_frame(name: &str, path: &str) -> bool {
         || (name == "start_thread" && path.contains("/libpthread"))
 }
 
+/// Suffixes GCC gives the copies it makes of a function (a clone with fewer arguments,
+/// constants propagated, a part split out, the cold path): the function's own name is
+/// what debug information, and so py-spy, names such a copy.
+const COPY_SUFFIXES: [&str; 6] = [
+    ".isra.",
+    ".constprop.",
+    ".part.",
+    ".cold",
+    ".lto_priv.",
+    ".localalias",
+];
+
 /// A symbol as a function name: Rust's (legacy or v0, without the hash), C++'s
-/// (without parameters or return type), anything else as it is.
+/// (without parameters or return type), anything else as it is, without the suffix of
+/// a compiler's copy.
 pub(crate) fn demangle(name: &str) -> String {
+    let name = match COPY_SUFFIXES.iter().filter_map(|s| name.find(s)).min() {
+        Some(at) if at > 0 => &name[..at],
+        _ => name,
+    };
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }
@@ -192,6 +209,12 @@ mod tests {
         );
         assert_eq!(demangle("_ZN3foo3barEi"), "foo::bar");
         assert_eq!(demangle("deflate"), "deflate");
+        assert_eq!(
+            demangle("encoder_listencode_obj.isra.0"),
+            "encoder_listencode_obj"
+        );
+        assert_eq!(demangle("foo.constprop.0.isra.0"), "foo");
+        assert_eq!(demangle("bar.cold"), "bar");
         assert_eq!(demangle("_Znot_mangled"), "_Znot_mangled");
     }
 

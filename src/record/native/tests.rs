@@ -60,14 +60,14 @@ fn walks_a_sleeping_process_to_its_root() {
     pauser.resume();
     let mut names = Vec::new();
     let addrs = unwinder.addrs.clone();
-    let mut intern = |file: &str, func: &str| {
+    let mut intern = |file: &str, func: &str, _line: i32| {
         names.push(format!("{func} ({file})"));
         names.len() as u32 - 1
     };
-    let kinds: Vec<_> = addrs
-        .iter()
-        .map(|&a| unwinder.kind(a, &mut intern))
-        .collect();
+    let mut kinds = Vec::new();
+    for &a in &addrs {
+        unwinder.kinds_of(a, &mut intern, &mut kinds);
+    }
     assert!(!truncated, "{names:?}");
     assert!(
         names

@@ -51,11 +51,11 @@ impl Sampler {
 
     /// Replaces the Python stack just read (`self.stack`, with `self.stack_runs`) by the
     /// thread's native stack with the Python frames spliced in. A thread that could not
-    /// be stopped, or whose stacks do not fit together, keeps its Python frames and
-    /// makes the tick one with errors.
-    pub(super) fn native_splice(&mut self, tid: u64, stopped: bool) {
+    /// be stopped, or whose stacks do not fit together, is dropped (as py-spy drops it):
+    /// its Python frames alone would move its native time to their caller.
+    pub(super) fn native_splice(&mut self, tid: u64, stopped: bool) -> Result<(), ReadError> {
         let Some(n) = self.native.as_deref_mut() else {
-            return;
+            return Ok(());
         };
         let regs = match stopped {
             true => registers(tid as i32).ok(),
@@ -63,18 +63,26 @@ impl Sampler {
         };
         let Some(regs) = regs else {
             n.unwinder.stats.no_registers += 1;
-            self.native_error = true;
-            return;
+            return Err(ReadError::Invalid(
+                "thread not stopped for its native stack",
+            ));
         };
         n.unwinder.refresh();
         let truncated = n.unwinder.walk(regs, &*self.target.mem);
         let addrs = std::mem::take(&mut n.unwinder.addrs);
         n.kinds.clear();
         let writer = &mut self.writer;
-        let mut intern = |file: &str, func: &str| writer.frame(file, func, None, None);
+        let mut intern = |file: &str, func: &str, line: i32| {
+            let loc = (line >= 0).then_some(crate::tach::Location {
+                lineno: line,
+                end_lineno: line,
+                column: -1,
+                end_column: -1,
+            });
+            writer.frame(file, func, loc, None)
+        };
         for &a in &addrs {
-            let kind = n.unwinder.kind(a, &mut intern);
-            n.kinds.push(kind);
+            n.unwinder.kinds_of(a, &mut intern, &mut n.kinds);
         }
         n.unwinder.addrs = addrs;
         match splice::splice(
@@ -93,16 +101,19 @@ impl Sampler {
                 }
                 n.merged.truncate(MAX_STACK_DEPTH);
                 std::mem::swap(&mut self.stack, &mut n.merged);
+                Ok(())
             }
             Err(m) => {
                 n.unwinder.stats.mismatches += 1;
-                self.native_error = true;
                 if self.debug {
                     eprintln!(
                         "tach: thread {tid}: {} eval loops, {} Python runs",
                         m.eval_loops, m.python_runs
                     );
                 }
+                Err(ReadError::Invalid(
+                    "native stack and Python frames do not fit together",
+                ))
             }
         }
     }

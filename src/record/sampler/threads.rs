@@ -523,7 +523,7 @@ impl Sampler {
         if slot.is_some() {
             self.last_frame.insert(tid, guess);
         }
-        self.native_splice(tid, stopped);
+        self.native_splice(tid, stopped)?;
         let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {
             Some(v) => v,
             None => self.exception_state(o),
