@@ -188,9 +188,11 @@ impl ThreadPause for PtracePauser {
         {
             return false;
         }
-        if let Some(k) = self.loose.iter().position(|&t| t == tid) {
-            // Seized and interrupted at an earlier pause that did not wait long enough:
-            // its stop is still coming (or it exits), wait for that.
+        let late = self.stop_timeout > STOP_TIMEOUT;
+        if let Some(k) = self.loose.iter().position(|&t| late && t == tid) {
+            // With a long wait (`--native`): seized and interrupted at an earlier pause
+            // that did not wait long enough, its stop is still coming (or it exits):
+            // wait for that.
             self.loose.swap_remove(k);
         } else {
             // Gone, traced by someone else this moment (a debugger, py-spy stopping the
