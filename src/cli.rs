@@ -1117,6 +1117,11 @@ struct RecordingArgs {
     /// program more; samples can mix two moments).
     #[arg(long)]
     no_blocking: bool,
+    /// Native stacks: C, C++ and Rust frames, with the Python frames where the
+    /// interpreter runs them (from outside, x86-64). Implies --blocking: every sampled
+    /// thread is stopped while its stack is read.
+    #[arg(long, conflicts_with = "no_blocking")]
+    native: bool,
     /// Compression of the sample data.
     #[arg(long, value_parser = ["auto", "zstd", "none"])]
     compression: Option<String>,
@@ -1136,6 +1141,7 @@ impl RecordingArgs {
             || self.no_gc
             || self.blocking
             || self.no_blocking
+            || self.native
             || self.compression.is_some()
             || self.duration.is_some()
     }
@@ -1160,6 +1166,7 @@ impl RecordingArgs {
         };
         rc.compression = self.compression;
         rc.duration = self.duration;
+        rc.native = self.native;
         rc.pid = pid;
         rc
     }
@@ -1184,7 +1191,8 @@ struct RecordArgs {
     subprocesses: bool,
     /// Async-aware stacks (CPython 3.14, 3.15): a thread running an asyncio task shows
     /// it as a <task> frame under the tasks awaiting it, as CPython 3.15's sampler does.
-    #[arg(long, conflicts_with = "in_process")]
+    /// Not with --native (yet).
+    #[arg(long, conflicts_with_all = ["in_process", "native"])]
     async_aware: bool,
     /// running (default): the task on each thread; all: every task, waiting ones too.
     #[arg(long, value_parser = ["running", "all"], requires = "async_aware")]
@@ -1220,11 +1228,15 @@ struct DumpArgs {
     #[arg(long)]
     no_blocking: bool,
     /// Async-aware stacks (CPython 3.14, 3.15), one per task.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "native")]
     async_aware: bool,
     /// all (default for a dump, as CPython's): every task; running: the running ones.
     #[arg(long, value_parser = ["running", "all"], requires = "async_aware")]
     async_mode: Option<String>,
+    /// Native stacks (C, C++, Rust frames with the Python ones spliced in); implies
+    /// pausing: each thread is stopped while its stack is read.
+    #[arg(long, conflicts_with = "no_blocking")]
+    native: bool,
 }
 
 fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
@@ -1232,7 +1244,7 @@ fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
         .async_aware
         .then(|| crate::record::cli::async_mode(args.async_mode.as_deref().unwrap_or("all")))
         .transpose()?;
-    let stacks = crate::record::external::dump(args.pid, !args.no_blocking, async_mode)
+    let stacks = crate::record::external::dump(args.pid, !args.no_blocking, async_mode, args.native)
         .map_err(crate::record::cli::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)

@@ -170,6 +170,73 @@ def unit():
     ),
 }
 
+# Native-heavy programs (`--native`): most of their time is in C (numpy's LAPACK and
+# OpenBLAS, zlib, the json and re accelerators, libc's qsort calling back into Python
+# through ctypes). numpy must be importable by the interpreter under test; OpenBLAS is
+# held to the main thread, the one both profilers sample.
+NATIVE_PROGRAMS = {
+    "svd": (
+        r'''
+import os
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+import numpy as np
+RNG = np.random.default_rng(1)
+A = RNG.standard_normal((160, 120))
+V = RNG.standard_normal(400_000)
+def unit():
+    np.linalg.svd(A)
+    np.sort(V)
+'''
+    ),
+    "zlib": (
+        r'''
+import zlib, random
+random.seed(1)
+DATA = " ".join(random.choice(["alpha", "beta", "gamma", "delta", "%d" % i])
+                for i in range(60_000)).encode()
+def unit():
+    zlib.decompress(zlib.compress(DATA, 9))
+'''
+    ),
+    "json": (
+        r'''
+import json
+DOC = [{"id": i, "name": f"item {i}", "tags": ["a", "b", str(i)], "price": i * 0.5,
+        "nested": {"k": [1, 2, 3], "ok": i % 2 == 0}} for i in range(3000)]
+def unit():
+    json.loads(json.dumps(DOC))
+'''
+    ),
+    "regex": (
+        r'''
+import re, random
+random.seed(2)
+TEXT = " ".join(random.choice(["foo@example.org", "bar", "x1y2", "mail baz@test.net",
+                               "qux"]) for _ in range(40_000))
+MAIL = re.compile(r"[\w.]+@[\w]+\.(?:org|net)")
+def unit():
+    sum(1 for _ in MAIL.finditer(TEXT))
+'''
+    ),
+    "qsort": (
+        r'''
+import ctypes, ctypes.util, random
+LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+def compare(a, b):
+    return a[0] - b[0]
+COMPARE = CMP(compare)
+random.seed(3)
+VALUES = [random.randrange(1 << 20) for _ in range(4000)]
+def unit():
+    arr = (ctypes.c_int * len(VALUES))(*VALUES)
+    LIBC.qsort(arr, len(arr), ctypes.sizeof(ctypes.c_int), COMPARE)
+'''
+    ),
+}
+PURE_PROGRAMS = list(PROGRAMS)
+PROGRAMS.update(NATIVE_PROGRAMS)
+
 DRIVER_TAIL = r'''
 import sys, time
 def work(seconds):
@@ -206,7 +273,18 @@ def install_lib(lib):
     open(stamp, "w").close()
 
 
+# --native: native frames are keyed by function name alone (py-spy names their file by
+# DWARF source file where there is one, tach by module).
+NATIVE = False
+
+
 def frame_key(file, func):
+    if NATIVE and not file.endswith(".py"):
+        # Code with no symbol: py-spy names it by address, tach by module offset; both
+        # count as the module's unnamed code.
+        if re.fullmatch(r"0x[0-9a-f]+|.*\+0x[0-9a-f]+", func):
+            return ("native", os.path.basename(file) + "+?")
+        return ("native", func)
     return (os.path.basename(file), func)
 
 
@@ -294,7 +372,7 @@ def find_pyspy():
 def pyspy_command(rate, out):
     """py-spy in its default (stopping) mode, writing raw folded stacks to OUT.pyspy."""
     return [find_pyspy(), "record", "--idle", "--nolineno", "--full-filenames", "--format",
-            "raw", "-r", str(rate), "-o", out + ".pyspy"]
+            "raw", "-r", str(rate), "-o", out + ".pyspy"] + (["--native"] if NATIVE else [])
 
 
 def cpython_options(rate, out):
@@ -411,7 +489,8 @@ def compare(name, ours, ref, top):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--programs", default=None,
+                    help="default: the pure-Python programs (the native ones with --native)")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--python", default=sys.executable,
@@ -436,7 +515,16 @@ def main():
     ap.add_argument("--attach", default=None, metavar="TACH",
                     help="with --same-process: record with this tach binary from outside "
                          "(tach record --pid), not python -m tach run")
+    ap.add_argument("--native", action="store_true",
+                    help="native stacks: tach record --native and py-spy --native (needs "
+                         "--attach; the default programs become the native ones)")
     args = ap.parse_args()
+    global NATIVE
+    NATIVE = args.native
+    if args.native and not args.attach:
+        ap.error("--native needs --same-process --attach TACH (native stacks from outside)")
+    if args.programs is None:
+        args.programs = ",".join(NATIVE_PROGRAMS if args.native else PURE_PROGRAMS)
     if args.attach and not args.same_process:
         ap.error("--attach needs --same-process (tach attaches to a program run alone)")
     if args.attach:
@@ -468,6 +556,8 @@ def main():
             f.write(PROGRAMS[name] + DRIVER_TAIL)
         out = os.path.join(work_dir, name)
         extra = ["--no-blocking"] if args.no_blocking else []
+        if args.native:
+            extra = ["--native"]
         ref_file = out + {"pyspy": ".pyspy", "cpython": ".ref"}[args.reference]
         if args.same_process:
             ours_stacks, err, summary, ref_stacks = run_same_process(

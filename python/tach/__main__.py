@@ -39,6 +39,9 @@ def _parser():
     run.add_argument("--compression", choices=_record._COMPRESSIONS, default="auto")
     run.add_argument("-d", "--duration", type=float, help="stop sampling after SECONDS")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    run.add_argument("--native", action="store_true",
+                     help="not in-process (yet): native stacks are recorded from outside, "
+                          "with `tach record --native`")
     return p
 
 
@@ -118,6 +121,9 @@ def main(argv=None):
     own, module, program = _split(argv)
     parser = _parser()
     opts = parser.parse_args(own)
+    if getattr(opts, "native", False):
+        parser.error("--native is recorded from outside only: "
+                     "tach record --native -- python script.py (or --pid PID)")
     if module is None and not program:
         parser.error("run needs a script or -m module")
     if module is None and not os.path.isfile(program[0]):

@@ -84,6 +84,10 @@ pub enum RecordCommandError {
         #[source]
         source: std::io::Error,
     },
+    #[error("--native reads native stacks from outside only: drop --in-process")]
+    NativeInProcess,
+    #[error("--native stops each thread while it reads it: it cannot be --no-blocking")]
+    NativeNotBlocking,
     #[error(transparent)]
     External(#[from] ExternalError),
 }
@@ -131,6 +135,8 @@ pub struct RecordCommand {
     pub subprocesses: bool,
     /// `--async-aware` with `--async-mode`: `running` or `all`.
     pub async_mode: Option<String>,
+    /// Native stacks (`--native`, from outside only; implies blocking).
+    pub native: bool,
 }
 
 impl RecordCommand {
@@ -151,6 +157,7 @@ impl RecordCommand {
             in_process: false,
             subprocesses: false,
             async_mode: None,
+            native: false,
         }
     }
 
@@ -199,6 +206,14 @@ impl RecordCommand {
         opts.blocking = self
             .blocking
             .unwrap_or(opts.interval_us >= BLOCKING_MIN_INTERVAL_US);
+        // A thread's registers are read while it is stopped.
+        if self.native {
+            if self.blocking == Some(false) {
+                return Err(RecordCommandError::NativeNotBlocking);
+            }
+            opts.blocking = true;
+            opts.native = true;
+        }
         Ok(opts)
     }
 
@@ -305,6 +320,9 @@ impl RecordCommand {
 
     /// The command to spawn: `PYTHON -m tach run OPTIONS -- REST`.
     pub fn command(&self) -> Result<Command, RecordCommandError> {
+        if self.native {
+            return Err(RecordCommandError::NativeInProcess);
+        }
         let (python, rest) = self
             .argv
             .split_first()

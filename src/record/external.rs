@@ -136,7 +136,16 @@ impl RecordStats {
             cpu,
             size(self.file_size),
             self.path.display()
-        )
+        ) + &match &self.native {
+            Some(n) => format!(
+                "; native: {} walks, {} cut short, {} not stopped, {} not spliced",
+                thousands(n.walks),
+                thousands(n.truncated),
+                thousands(n.no_registers),
+                thousands(n.mismatches)
+            ),
+            None => String::new(),
+        }
     }
 }
 
@@ -286,11 +295,13 @@ pub struct StackFrame {
 /// Every thread's current stack in process `pid` (`tach dump`): one tick of the
 /// sampler, written to a scratch file and read back, so that a dump shows exactly what
 /// a recording would. With `async_mode`, async-aware (one stack per task with `all`,
-/// what CPython 3.15's `dump --async-aware` shows by default).
+/// what CPython 3.15's `dump --async-aware` shows by default); with `native`, each
+/// thread's native stack with its Python frames spliced in.
 pub fn dump(
     pid: i32,
     blocking: bool,
     async_mode: Option<AsyncMode>,
+    native: bool,
 ) -> Result<Vec<ThreadStack>, ExternalError> {
     let target = attach::attach(pid, false)?;
     let scratch = std::env::temp_dir().join(format!("tach-dump-{pid}-{}.tach", std::process::id()));
@@ -299,8 +310,9 @@ pub fn dump(
     // `all`: every thread, with its CPU state looked up (wall mode leaves it unknown).
     opts.mode = ProfilingMode::All;
     opts.compression = Compression::None;
-    opts.blocking = blocking;
+    opts.blocking = blocking || native;
     opts.async_mode = async_mode;
+    opts.native = native;
     let result = (|| {
         let mut sampler = Sampler::new(target, opts)?;
         sampler.tick(monotonic_us());

@@ -17,6 +17,8 @@
 //! - `attach` (with `elf`): finding another process's interpreter, for `tach record
 //!   --pid` and `tach dump`.
 //! - `asyncio`: the target's asyncio tasks, for async-aware stacks (`--async-aware`).
+//! - `native`: native stacks of another process's threads (`--native`), walked with
+//!   framehop and spliced with the Python frames.
 //! - `children`: `--subprocesses`, recording the target's child Python processes.
 //! - `cli`: the command line that runs a Python program under the recorder.
 //!
@@ -40,6 +42,7 @@ mod layouts_generated;
 mod linetable;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod memory;
+mod native;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod pause;
 mod ptrace_pause;

@@ -163,6 +163,11 @@ pub trait ThreadPause: Send + std::fmt::Debug {
     fn paused(&self) -> u64;
     /// Requests the thread did not honour in time.
     fn timeouts(&self) -> u64;
+    /// The thread held in a ptrace stop of ours now, whose registers can be read
+    /// (`--native`); None for a pause that is not a ptrace stop.
+    fn ptrace_stopped(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl ThreadPause for Pauser {

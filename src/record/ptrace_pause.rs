@@ -32,6 +32,9 @@ use super::pause::ThreadPause;
 
 /// How long a pause waits for the thread to stop.
 const STOP_TIMEOUT: Duration = Duration::from_millis(2);
+/// The same with `--native`, where a thread not stopped has no native stack: a thread
+/// on a busy machine can wait that long for a CPU to take the stop on.
+pub(super) const NATIVE_STOP_TIMEOUT: Duration = Duration::from_millis(20);
 /// How long dropping the pauser waits for a late stop, so that it can detach.
 const DROP_WAIT: Duration = Duration::from_millis(200);
 /// `PTRACE_EVENT_STOP`, in the high byte of a stop's status.
@@ -48,6 +51,7 @@ pub struct PtracePauser {
     loose: Vec<i32>,
     paused: u64,
     timeouts: u64,
+    stop_timeout: Duration,
 }
 
 /// `waitid(P_PID, pid, options | WNOHANG)`: the reported child's (si_code, si_status),
@@ -110,7 +114,15 @@ impl PtracePauser {
             loose: Vec::new(),
             paused: 0,
             timeouts: 0,
+            stop_timeout: STOP_TIMEOUT,
         }
+    }
+
+    /// A pauser that waits up to `timeout` for each stop.
+    pub fn with_stop_timeout(pid: i32, timeout: Duration) -> PtracePauser {
+        let mut p = PtracePauser::new(pid);
+        p.stop_timeout = timeout;
+        p
     }
 
     /// Collects a stop or (not for the leader) an exit of traced thread `tid`.
@@ -176,15 +188,33 @@ impl ThreadPause for PtracePauser {
         {
             return false;
         }
-        // Gone, traced by someone else this moment (a debugger, py-spy stopping the
-        // process for its own sample) or not ours to trace: read it running. A refusal
-        // is not final, as another tracer lets go.
-        if ptrace(libc::PTRACE_SEIZE, tid, 0).is_err() {
-            return false;
-        }
-        if ptrace(libc::PTRACE_INTERRUPT, tid, 0).is_err() {
-            self.detach(tid, 0);
-            return false;
+        let late = self.stop_timeout > STOP_TIMEOUT;
+        if let Some(k) = self.loose.iter().position(|&t| late && t == tid) {
+            // With a long wait (`--native`): seized and interrupted at an earlier pause
+            // that did not wait long enough, its stop is still coming (or it exits):
+            // wait for that.
+            self.loose.swap_remove(k);
+        } else {
+            // Gone, traced by someone else this moment (a debugger, py-spy stopping the
+            // process for its own sample) or not ours to trace: read it running. A
+            // refusal is not final, as another tracer lets go.
+            let start = Instant::now();
+            while let Err(e) = ptrace(libc::PTRACE_SEIZE, tid, 0) {
+                // With a long wait (`--native`), another tracer's short stop (py-spy
+                // sampling the same process) is waited out.
+                if e != libc::EPERM || self.stop_timeout <= STOP_TIMEOUT {
+                    return false;
+                }
+                if start.elapsed() >= self.stop_timeout {
+                    self.timeouts += 1;
+                    return false;
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            if ptrace(libc::PTRACE_INTERRUPT, tid, 0).is_err() {
+                self.detach(tid, 0);
+                return false;
+            }
         }
         let start = Instant::now();
         loop {
@@ -197,7 +227,7 @@ impl ThreadPause for PtracePauser {
                 Traced::Gone => return false,
                 Traced::Running => {}
             }
-            if start.elapsed() >= STOP_TIMEOUT {
+            if start.elapsed() >= self.stop_timeout {
                 self.timeouts += 1;
                 self.loose.push(tid);
                 return false;
@@ -223,6 +253,10 @@ impl ThreadPause for PtracePauser {
 
     fn timeouts(&self) -> u64 {
         self.timeouts
+    }
+
+    fn ptrace_stopped(&self) -> Option<u64> {
+        self.held.map(|(tid, _)| tid as u64)
     }
 }
 

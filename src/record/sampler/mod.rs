@@ -10,6 +10,7 @@
 //! to frame indices) and `session` (the sampling loop and its thread).
 
 mod async_stacks;
+mod native;
 mod resolution;
 mod session;
 #[cfg(test)]
@@ -91,6 +92,9 @@ pub struct RecordOptions {
     /// Async-aware stacks (`--async-aware`, `--async-mode`): threads running an asyncio
     /// loop are shown by task, as CPython 3.15's sampler shows them (see `asyncio`).
     pub async_mode: Option<AsyncMode>,
+    /// Each thread's native stack with its Python frames spliced in (`--native`; from
+    /// outside only; every sampled thread is stopped while it is read).
+    pub native: bool,
 }
 
 /// Sees every sample the sampler writes, when it writes it: the live view of `tach top
@@ -126,6 +130,7 @@ impl RecordOptions {
             blocking: true,
             sink: None,
             async_mode: None,
+            native: false,
         }
     }
 
@@ -135,6 +140,7 @@ impl RecordOptions {
             all_threads: self.all_threads,
             opcodes: self.opcodes,
             gc: self.gc,
+            native: self.native,
             ..CaptureFeatures::default()
         }
     }
@@ -185,6 +191,8 @@ pub struct RecordStats {
     /// and did not take effect within the wait (those ticks read running threads).
     pub paused_ticks: u64,
     pub pause_timeouts: u64,
+    /// `--native`: the walks, and what went wrong in them.
+    pub native: Option<crate::record::native::NativeStats>,
     /// Set when the file could not be written or the sampler failed.
     pub error: Option<String>,
 }
@@ -277,6 +285,16 @@ pub struct Sampler {
     /// its status.
     tick_tasks: HashMap<u64, Task>,
     task_threads: HashMap<u64, (u64, u8)>,
+    /// Per frame of `stack`, which call of the eval loop runs it (0: the innermost);
+    /// per raw frame the same, and how many calls the stack has (`--native`).
+    stack_runs: Vec<u32>,
+    raw_runs: Vec<u32>,
+    run_count: u32,
+    /// `--native`: the unwinder and the pauser of threads the GIL holder's pause does
+    /// not stop.
+    native: Option<Box<native::NativeSide>>,
+    /// A native stack of this tick could not be read or spliced.
+    native_error: bool,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -314,6 +332,13 @@ impl Sampler {
             ..RecordStats::default()
         };
         let (opts_blocking, target_pid) = (opts.blocking, target.pid);
+        // Native stacks are read from outside only (a thread cannot stop itself).
+        // SAFETY: getpid has no preconditions.
+        let native = if opts.native && target_pid != unsafe { libc::getpid() } as u64 {
+            Some(Box::new(native::NativeSide::new(target_pid)?))
+        } else {
+            None
+        };
         Ok(Sampler {
             target,
             opts,
@@ -346,7 +371,14 @@ impl Sampler {
             retry_reasons: Vec::new(),
             debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
             progress: Arc::new(AtomicU64::new(0)),
-            pauser: opts_blocking.then(|| pauser_for(target_pid)).flatten(),
+            pauser: match native {
+                // Every sampled thread is stopped in turn, given the time to stop.
+                Some(_) => Some(Box::new(PtracePauser::with_stop_timeout(
+                    target_pid as i32,
+                    super::ptrace_pause::NATIVE_STOP_TIMEOUT,
+                ))),
+                None => opts_blocking.then(|| pauser_for(target_pid)).flatten(),
+            },
             paused_on_cpu: None,
             tasks,
             async_items: Vec::new(),
@@ -355,6 +387,11 @@ impl Sampler {
             cut_found: None,
             tick_tasks: HashMap::new(),
             task_threads: HashMap::new(),
+            stack_runs: Vec::with_capacity(MAX_STACK_DEPTH),
+            raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
+            run_count: 0,
+            native,
+            native_error: false,
         })
     }
 
@@ -362,10 +399,12 @@ impl Sampler {
     pub fn tick(&mut self, now_us: u64) -> bool {
         self.stats.ticks += 1;
         let ok = self.sample_all(now_us).unwrap_or(false);
+        let ok = !std::mem::take(&mut self.native_error) && ok;
         // A tick that ended early (a read error) must not leave a thread paused.
         if let Some(p) = &mut self.pauser {
             p.settle();
         }
+
         self.paused_on_cpu = None;
         if !ok {
             self.stats.error_ticks += 1;
@@ -398,7 +437,11 @@ impl Sampler {
             for (reason, n) in &self.drop_reasons {
                 eprintln!("tach: dropped {n} samples: {reason}");
             }
+            if let Some(n) = &self.native {
+                eprintln!("tach: native: {:?}", n.stats());
+            }
         }
+        self.stats.native = self.native.as_ref().map(|n| n.stats().clone());
         let s = &mut self.stats;
         let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
         let interval = self.opts.interval_us.max(1) as f64 / 1e6;

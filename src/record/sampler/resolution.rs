@@ -7,6 +7,24 @@ impl Sampler {
     /// Turns the raw frames into writer frame indices in `self.stack`.
     pub(super) fn resolve_stack(&mut self, o: &Offsets) -> Result<(), ReadError> {
         self.stack.clear();
+        self.stack_runs.clear();
+        // Which call of the eval loop runs each frame (0: the innermost), for `--native`:
+        // a frame is the first of its call when the eval loop was entered from C for it
+        // (every frame object before 3.11; from 3.11, one whose caller in the chain did
+        // not call it from the same loop).
+        self.raw_runs.clear();
+        let mut run = 0u32;
+        for (i, f) in self.raw.iter().enumerate() {
+            self.raw_runs.push(run);
+            if f.code == GC_MARK {
+                continue;
+            }
+            let caller = self.raw[i + 1..].iter().find(|c| c.code != GC_MARK);
+            if o.frame_object || !caller.is_some_and(|c| c.called_python) {
+                run += 1;
+            }
+        }
+        self.run_count = run;
         if self.raw.is_empty() {
             return Ok(());
         }
@@ -80,9 +98,11 @@ impl Sampler {
         // previous frame: deep recursion repeats the same frame many times.
         let mut last: Option<(u64, u64, Option<u32>, bool)> = None;
         let gc_id = self.gc_frame_id;
-        let returning = |stack: &mut Vec<u32>| {
+        let returning = |stack: &mut Vec<u32>, runs: &mut Vec<u32>| {
             // A frame on its return instruction has unlinked its callees: the frames
             // above it in the chain were read after the thread had left them.
+            let mut keep = stack.iter().map(|&id| Some(id) == gc_id);
+            runs.retain(|_| keep.next().unwrap_or(false));
             stack.retain(|&id| Some(id) == gc_id);
         };
         // Index of the frame's code unit in the batched read (GC marks have none).
@@ -115,6 +135,7 @@ impl Sampler {
                     }
                 };
                 self.stack.push(id);
+                self.stack_runs.push(self.raw_runs[i]);
                 continue;
             }
             let unit_at = units_at + 2 * unit;
@@ -122,10 +143,11 @@ impl Sampler {
             if let Some((c, ip, id, on_return)) = last {
                 if c == f.code && ip == f.instr && !read_units {
                     if on_return && f.called_python {
-                        returning(&mut self.stack);
+                        returning(&mut self.stack, &mut self.stack_runs);
                     }
                     if let Some(id) = id {
                         self.stack.push(id);
+                        self.stack_runs.push(self.raw_runs[i]);
                     }
                     continue;
                 }
@@ -189,7 +211,7 @@ impl Sampler {
                 _ => false,
             };
             if on_return && f.called_python {
-                returning(&mut self.stack);
+                returning(&mut self.stack, &mut self.stack_runs);
             }
             last = Some((f.code, f.instr, None, on_return));
             if entry.hidden {
@@ -231,6 +253,7 @@ impl Sampler {
                 }
             };
             self.stack.push(id);
+            self.stack_runs.push(self.raw_runs[i]);
             last = Some((f.code, f.instr, Some(id), on_return));
         }
         Ok(())

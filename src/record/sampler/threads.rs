@@ -430,11 +430,9 @@ impl Sampler {
         let ThreadAt {
             tstate,
             tid,
-            interp_id,
-            now_us,
             is_main,
-            plain,
             gil: (gil_locked, gil_holder),
+            ..
         } = thread;
         self.seen_tids.insert(tid);
         let mut status = 0u8;
@@ -472,6 +470,30 @@ impl Sampler {
             self.stats.filtered += 1;
             return Ok(());
         }
+        // --native: the thread is stopped before its Python stack is read (and released
+        // by the next pause or the tick's end).
+        let stopped = self.native_stop(tid);
+        self.sample_stopped(o, thread, status, has_gil, stopped)
+    }
+
+    /// [`Self::sample_thread`] once the thread's status is known and (`--native`) the
+    /// thread stopped.
+    fn sample_stopped(
+        &mut self,
+        o: &Offsets,
+        thread: ThreadAt,
+        mut status: u8,
+        has_gil: bool,
+        stopped: bool,
+    ) -> Result<(), ReadError> {
+        let ThreadAt {
+            tstate,
+            tid,
+            interp_id,
+            now_us,
+            plain,
+            ..
+        } = thread;
         let mut plan = self.async_plan(tstate, tid, status, now_us)?;
         match plan {
             AsyncPlan::Cut(_) => {}
@@ -548,6 +570,7 @@ impl Sampler {
         if slot.is_some() {
             self.last_frame.insert(tid, guess);
         }
+        self.native_splice(tid, stopped)?;
         let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {
             Some(v) => v,
             None => self.exception_state(o),

@@ -1,0 +1,312 @@
+//! The target's modules: its executable mappings from `/proc/PID/maps`, each file's
+//! unwind sections and function symbols loaded once (by device and inode) from the file
+//! itself, memory-mapped and parsed with `object`.
+//!
+//! Every file is untrusted: `object` checks offsets against the file's length, section
+//! ranges are checked again before they are sliced, and the number of modules and
+//! symbols kept is bounded.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+
+use super::NativeError;
+
+/// Mappings of files followed per process (a process maps a few hundred).
+const MAX_MAPPINGS: usize = 1 << 16;
+/// Files loaded per process.
+pub(super) const MAX_FILES: usize = 4096;
+/// Function symbols kept per file (libxul-sized files have a few hundred thousand).
+const MAX_SYMBOLS: usize = 4 << 20;
+
+/// One line of `/proc/PID/maps` that maps a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Mapping {
+    pub range: Range<u64>,
+    pub executable: bool,
+    pub offset: u64,
+    pub dev: String,
+    pub inode: u64,
+    pub path: String,
+}
+
+/// Parses `/proc/PID/maps`: the mappings of files (anonymous memory, the stack, the
+/// vdso and lines that do not parse are left out).
+pub(super) fn parse_maps(text: &str) -> Vec<Mapping> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if out.len() >= MAX_MAPPINGS {
+            break;
+        }
+        let mut fields = line.splitn(6, ' ');
+        let (Some(range), Some(perms), Some(offset), Some(dev), Some(inode)) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            continue;
+        };
+        let path = fields.next().unwrap_or("").trim_start();
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi), Ok(offset), Ok(inode)) = (
+            u64::from_str_radix(lo, 16),
+            u64::from_str_radix(hi, 16),
+            u64::from_str_radix(offset, 16),
+            inode.parse::<u64>(),
+        ) else {
+            continue;
+        };
+        if inode == 0 || !path.starts_with('/') || lo >= hi {
+            continue;
+        }
+        out.push(Mapping {
+            range: lo..hi,
+            executable: perms.as_bytes().get(2) == Some(&b'x'),
+            offset,
+            dev: dev.to_string(),
+            inode,
+            path: path.to_string(),
+        });
+    }
+    out
+}
+
+/// A section of a memory-mapped file: the unwinder's view of its bytes, without a copy.
+#[derive(Clone)]
+pub(super) struct SectionData {
+    map: Arc<Mmap>,
+    range: Range<usize>,
+}
+
+impl Deref for SectionData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // The range was checked against the map's length when it was made.
+        self.map.get(self.range.clone()).unwrap_or(&[])
+    }
+}
+
+/// A function symbol: its address in the file (SVMA), size (0: unknown) and name.
+#[derive(Debug)]
+struct Symbol {
+    addr: u64,
+    size: u64,
+    name: Box<str>,
+}
+
+/// A section's address range and its bytes.
+pub(super) struct Section {
+    pub svma: Range<u64>,
+    pub data: SectionData,
+}
+
+/// What one file gives the unwinder and the symboliser.
+pub(super) struct LoadedFile {
+    /// The whole file (its DWARF is read from it on first use).
+    pub map: Arc<Mmap>,
+    /// (file offset, size, virtual address) of each loadable segment.
+    segments: Vec<(u64, u64, u64)>,
+    pub text: Option<Section>,
+    pub eh_frame: Option<Section>,
+    pub eh_frame_hdr: Option<Section>,
+    pub got: Option<Range<u64>>,
+    /// Sorted by address.
+    symbols: Vec<Symbol>,
+}
+
+impl LoadedFile {
+    /// Loads `path` (tried as the target names it, then through the target's root, for
+    /// a process in a chroot or another mount namespace).
+    pub fn load(pid: i32, path: &str) -> Result<LoadedFile, NativeError> {
+        let file = File::open(path)
+            .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
+            .map_err(|e| NativeError::Module {
+                path: path.to_string(),
+                what: e.to_string(),
+            })?;
+        // SAFETY: the map is read-only; a file truncated under us would fault, the same
+        // risk every ELF reader (and the dynamic loader) takes with mapped libraries.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| NativeError::Module {
+            path: path.to_string(),
+            what: e.to_string(),
+        })?;
+        let map = Arc::new(map);
+        let obj = object::File::parse(&**map).map_err(|e| NativeError::Module {
+            path: path.to_string(),
+            what: e.to_string(),
+        })?;
+        let section = |name: &str| -> Option<Section> {
+            let s = obj.section_by_name(name)?;
+            let (off, size) = s.file_range()?;
+            let (off, size) = (usize::try_from(off).ok()?, usize::try_from(size).ok()?);
+            let end = off.checked_add(size).filter(|&e| e <= map.len())?;
+            let svma = s.address()..s.address().checked_add(s.size())?;
+            Some(Section {
+                svma,
+                data: SectionData {
+                    map: map.clone(),
+                    range: off..end,
+                },
+            })
+        };
+        let segments = obj
+            .segments()
+            .filter_map(|s| {
+                let (off, size) = s.file_range();
+                (size > 0).then_some((off, size, s.address()))
+            })
+            .collect();
+        let mut symbols: Vec<Symbol> = obj
+            .symbols()
+            .chain(obj.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| {
+                let name = s.name().ok().filter(|n| !n.is_empty())?;
+                Some(Symbol {
+                    addr: s.address(),
+                    size: s.size(),
+                    name: name.into(),
+                })
+            })
+            .take(MAX_SYMBOLS)
+            .collect();
+        // One symbol per address: the sized one, then the shortest name (a local name
+        // over its versioned or aliased exports).
+        symbols.sort_by(|a, b| {
+            (a.addr, a.size == 0, a.name.len()).cmp(&(b.addr, b.size == 0, b.name.len()))
+        });
+        symbols.dedup_by_key(|s| s.addr);
+        Ok(LoadedFile {
+            map: map.clone(),
+            segments,
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            got: obj
+                .section_by_name(".got")
+                .and_then(|s| Some(s.address()..s.address().checked_add(s.size())?)),
+            symbols,
+        })
+    }
+
+    /// The load bias of the file mapped at `start` from file offset `offset`: the
+    /// address minus the file's own (SVMA) address for the same byte.
+    pub fn bias(&self, start: u64, offset: u64) -> Option<u64> {
+        // The segment this mapping starts (segments can share a page: the one that
+        // begins on it), else one that covers its offset.
+        self.segments
+            .iter()
+            .find(|&&(off, _, _)| off & !0xfff == offset)
+            .or_else(|| {
+                self.segments
+                    .iter()
+                    .find(|&&(off, size, _)| off <= offset && offset < off.saturating_add(size))
+            })
+            .map(|&(off, _, vaddr)| {
+                start
+                    .wrapping_sub(vaddr)
+                    .wrapping_sub(offset)
+                    .wrapping_add(off)
+            })
+    }
+
+    /// The function symbol covering `svma`, if any.
+    pub fn symbol(&self, svma: u64) -> Option<&str> {
+        let k = self.symbols.partition_point(|s| s.addr <= svma);
+        let s = self.symbols.get(k.checked_sub(1)?)?;
+        if s.size != 0 && svma - s.addr >= s.size {
+            return None;
+        }
+        Some(&s.name)
+    }
+}
+
+/// Files loaded so far, by (device, inode): a library mapped again after a reload, or
+/// by another thread's module list, is parsed once.
+#[derive(Default)]
+pub(super) struct FileCache {
+    files: HashMap<(String, u64), Option<Arc<LoadedFile>>>,
+}
+
+impl FileCache {
+    /// The file of `m`, loaded on first use; None when it cannot be read (counted
+    /// once, its frames are named by offset).
+    pub fn get(&mut self, pid: i32, m: &Mapping) -> Option<Arc<LoadedFile>> {
+        let key = (m.dev.clone(), m.inode);
+        if let Some(f) = self.files.get(&key) {
+            return f.clone();
+        }
+        if self.files.len() >= MAX_FILES {
+            return None;
+        }
+        let path = m.path.strip_suffix(" (deleted)").unwrap_or(&m.path);
+        let loaded = LoadedFile::load(pid, path).ok().map(Arc::new);
+        self.files.insert(key, loaded.clone());
+        loaded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_keep_file_mappings_only() {
+        let text = "\
+55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234 /usr/bin/python3.12
+55d0c0a01000-55d0c0a02000 r-xp 00001000 08:01 1234 /usr/bin/python3.12
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0 
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
+7f1000000000-7f1000001000 r-xp 00002000 08:01 99 /tmp/lib name with spaces.so (deleted)
+garbage line
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
+";
+        let maps = parse_maps(text);
+        assert_eq!(maps.len(), 3);
+        assert!(!maps[0].executable && maps[1].executable);
+        assert_eq!(maps[1].offset, 0x1000);
+        assert_eq!(maps[1].range, 0x55d0c0a01000..0x55d0c0a02000);
+        assert_eq!(maps[2].path, "/tmp/lib name with spaces.so (deleted)");
+    }
+
+    #[test]
+    fn own_executable_loads_with_symbols_and_bias() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_str().unwrap();
+        let file = LoadedFile::load(std::process::id() as i32, exe).unwrap();
+        assert!(file.eh_frame.is_some(), "a Rust test binary has .eh_frame");
+        let maps = parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
+        let m = maps
+            .iter()
+            .find(|m| m.path == exe && m.executable)
+            .expect("the test binary's text is mapped");
+        let bias = file.bias(m.range.start, m.offset).unwrap();
+        // This very function's address, as a symbol of this file.
+        let here = own_executable_loads_with_symbols_and_bias as *const () as u64;
+        let name = file.symbol(here.wrapping_sub(bias)).expect("a symbol");
+        assert!(
+            rustc_demangle::demangle(name)
+                .to_string()
+                .contains("own_executable_loads_with_symbols_and_bias"),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_elf_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("junk.so");
+        std::fs::write(&p, b"\x7fELF\x02\x01\x01junk that is not an ELF file").unwrap();
+        assert!(LoadedFile::load(std::process::id() as i32, p.to_str().unwrap()).is_err());
+        std::fs::write(&p, b"").unwrap();
+        assert!(LoadedFile::load(std::process::id() as i32, p.to_str().unwrap()).is_err());
+    }
+}
