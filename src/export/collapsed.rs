@@ -31,7 +31,7 @@ fn write_frame_label(file: &TachFile, frame: u32, out: &mut Vec<u8>) {
         out.push(b':');
         out.extend_from_slice(funcname.as_bytes());
         out.push(b':');
-        let _ = write!(out, "{line}");
+        out.extend_from_slice(itoa::Buffer::new().format(line).as_bytes());
     }
 }
 
@@ -290,9 +290,12 @@ impl LineTable {
 
     fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut digits = itoa::Buffer::new();
         for &line in &self.lines {
             self.render(line, &mut buf);
-            let _ = writeln!(buf, " {}", line.count);
+            buf.push(b' ');
+            buf.extend_from_slice(digits.format(line.count).as_bytes());
+            buf.push(b'\n');
             if buf.len() >= 48 * 1024 {
                 out.write_all(&buf)?;
                 buf.clear();

@@ -130,7 +130,12 @@ impl StackCounts {
             }
             // The run's stack: its thread's previous one unless it changed.
             let mut changed = run.stack_changed;
-            for &status in run.statuses {
+            // A REPEAT run is mostly one status: count each stretch of equal statuses
+            // at once.
+            let mut rest = run.statuses;
+            while let Some(&status) = rest.first() {
+                let n = equal_prefix(rest, status);
+                rest = &rest[n..];
                 let group = match current[slot] {
                     Some((_, st, g)) if !changed && st == status => g,
                     prev => {
@@ -152,7 +157,7 @@ impl StackCounts {
                         g
                     }
                 };
-                groups[group].samples += 1;
+                groups[group].samples += n as u64;
             }
         }
         let threads = stream.threads().collect();
@@ -162,6 +167,21 @@ impl StackCounts {
             groups,
         })
     }
+}
+
+/// How many bytes at the start of `bytes` equal `b`, eight at a time.
+fn equal_prefix(bytes: &[u8], b: u8) -> usize {
+    let pattern = u64::from_ne_bytes([b; 8]);
+    let mut chunks = bytes.chunks_exact(8);
+    let mut n = 0;
+    for c in &mut chunks {
+        let diff = u64::from_le_bytes(c.try_into().unwrap()) ^ pattern;
+        if diff != 0 {
+            return n + (diff.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + chunks.remainder().iter().take_while(|&&x| x == b).count()
 }
 
 /// How a file was counted.
@@ -1172,6 +1192,20 @@ fn whole_stack(partial: &[u32], bases: &[Vec<u32>], out: &mut Vec<u32>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn equal_prefix_counts_the_leading_equal_bytes() {
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut v = vec![7u8; len];
+                if at < len {
+                    v[at] = 8;
+                }
+                assert_eq!(super::equal_prefix(&v, 7), at, "len {len} at {at}");
+            }
+        }
+        assert_eq!(super::equal_prefix(&[1, 1, 2], 2), 0);
+    }
+
     use super::*;
 
     fn same(a: &StackCounts, b: &StackCounts) -> bool {

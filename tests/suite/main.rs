@@ -16,6 +16,7 @@ mod golden;
 mod heatmap;
 mod interop;
 mod pprof;
+mod pprof_default;
 #[cfg(feature = "query")]
 mod query;
 mod recover;

@@ -13,7 +13,14 @@
 //! writers finish the file right after the last sample).
 //!
 //! One `Function` per distinct (name, filename), one `Location` per distinct (function,
-//! line); TACH records no first line of a function, so `start_line` stays 0. Frames
+//! line); TACH records no first line of a function, so `start_line` stays 0.
+//! `system_name` is left empty: the proto means it for a name as the system knows it
+//! (a mangled C++ symbol), and Python has none. pprof demangles every function whose
+//! `system_name` equals its `name` (its sign that nothing demangled it yet), and its
+//! simplification for names that look like demangled C++ cuts everything between `<`
+//! and `>`, so `<module>`, `<genexpr>`, `<lambda>` and `<GC>` became empty names that
+//! `go tool pprof -top` shows as one `<unknown>` row. A `name` with a different (here
+//! empty) `system_name` counts as already demangled and is shown as it is. Frames
 //! CPython's collectors drop (the profiler's `_sync_coordinator`) are left out, as in
 //! `collapsed`. Each `Sample` is one distinct (stack, thread, interpreter, status byte)
 //! with its summed count, labelled with the numeric `thread_id` (and `interpreter_id`
@@ -254,7 +261,8 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
                                     functions.push(proto::Function {
                                         id,
                                         name,
-                                        system_name: name,
+                                        // Empty: see the module comment.
+                                        system_name: 0,
                                         filename,
                                         start_line: 0,
                                     });
