@@ -1244,8 +1244,9 @@ fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
         .async_aware
         .then(|| crate::record::cli::async_mode(args.async_mode.as_deref().unwrap_or("all")))
         .transpose()?;
-    let stacks = crate::record::external::dump(args.pid, !args.no_blocking, async_mode, args.native)
-        .map_err(crate::record::cli::RecordCommandError::from)?;
+    let stacks =
+        crate::record::external::dump(args.pid, !args.no_blocking, async_mode, args.native)
+            .map_err(crate::record::cli::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)
             .map_err(|e| CliError::Usage(format!("cannot write JSON: {e}")))?;
