@@ -2,12 +2,14 @@
 //! (src/main.rs) and the Python package's `tach` command (`tach._native.cli_main`) call
 //! [`main`], so they are the same program.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::export::{self, batch, ExportError, ExportOptions};
+use crate::record::options::{RecordCommand, RecordSpec};
 use crate::tach::info::FileInfo;
 use crate::tach::{rewrite, Compression, SampleFilter, TachError, TachFile};
 
@@ -29,7 +31,7 @@ pub enum CliError {
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
     #[error(transparent)]
-    Record(#[from] crate::record::cli::RecordCommandError),
+    Record(#[from] crate::record::options::RecordCommandError),
     #[error(transparent)]
     Live(#[from] crate::live::LiveError),
     #[error(transparent)]
@@ -416,10 +418,11 @@ const USAGE: ExitCode = 2;
 pub fn main<I, T>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
+    T: Into<OsString> + Clone,
 {
-    let code = match Cli::try_parse_from(args) {
-        Ok(cli) => match run(cli.command) {
+    let words: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let code = match Cli::try_parse_from(&words) {
+        Ok(cli) => match run(cli.command, &words) {
             Ok(code) => code,
             Err(e) if e.is_broken_pipe() => SUCCESS,
             Err(e) => {
@@ -438,7 +441,7 @@ where
     code
 }
 
-fn run(command: Command) -> Result<ExitCode, CliError> {
+fn run(command: Command, words: &[OsString]) -> Result<ExitCode, CliError> {
     match command {
         Command::Info { files, json } => info(&files, json),
         Command::Verify { files, quiet } => verify(&files, quiet),
@@ -469,7 +472,7 @@ fn run(command: Command) -> Result<ExitCode, CliError> {
         Command::Export(args) => export_cmd(args),
         #[cfg(feature = "query")]
         Command::Query(args) => query_cmd(args),
-        Command::Record(args) => record_cmd(args),
+        Command::Record(args) => record_cmd(args, words),
         Command::Dump(args) => dump_cmd(args),
         Command::Top(args) => top_cmd(args),
         Command::Diff(args) => diff_cmd(args),
@@ -919,7 +922,7 @@ struct TopArgs {
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "files"], help_heading = "Live view")]
     pid: Option<i32>,
     #[command(flatten, next_help_heading = "Live view")]
-    recording: RecordingArgs,
+    recording: RecordSpec,
     /// Live view: start this program (an interpreter, a script or -m module, its
     /// arguments) and record it from outside.
     #[arg(
@@ -948,7 +951,10 @@ fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
     let command = crate::live::LiveCommand {
         sort: report::SortBy::parse(&args.sort)?,
         by: GroupBy::parse(&args.by)?,
-        record: args.recording.command(args.argv, args.pid),
+        record: RecordCommand {
+            pid: args.pid,
+            ..RecordCommand::new(args.recording, args.argv)
+        },
     };
     Ok(crate::live::run(command)?)
 }
@@ -1077,88 +1083,10 @@ fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
         .collect()
 }
 
-/// How to record: the options `tach record` and `tach top`'s live view share (those
-/// of `python -m tach run`).
-#[derive(Args)]
-struct RecordingArgs {
-    /// Output file (tach record's default: tach_<pid>.tach; tach top: none).
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// Samples per second (default 1000).
-    #[arg(short, long)]
-    rate: Option<f64>,
-    /// What to keep: wall (default), cpu, gil or exception.
-    #[arg(long, value_parser = ["wall", "cpu", "gil", "exception"])]
-    mode: Option<String>,
-    /// Sample every thread, not only the main thread.
-    #[arg(short = 'a', long)]
-    all_threads: bool,
-    /// Record each frame's base opcode.
-    #[arg(long)]
-    opcodes: bool,
-    /// No <GC> frames.
-    #[arg(long)]
-    no_gc: bool,
-    /// Pause the thread holding the GIL while each sample is read (the default up to
-    /// 1 kHz): every sample is one moment's stacks.
-    #[arg(long, conflicts_with = "no_blocking")]
-    blocking: bool,
-    /// Read running threads instead (the default above 1 kHz, where pausing costs the
-    /// program more; samples can mix two moments).
-    #[arg(long)]
-    no_blocking: bool,
-    /// Compression of the sample data.
-    #[arg(long, value_parser = ["auto", "zstd", "none"])]
-    compression: Option<String>,
-    /// Stop sampling after this many seconds.
-    #[arg(short, long, value_name = "SECONDS")]
-    duration: Option<f64>,
-}
-
-impl RecordingArgs {
-    /// Whether any option was given (the live view's, with `tach top`).
-    fn any(&self) -> bool {
-        self.output.is_some()
-            || self.rate.is_some()
-            || self.mode.is_some()
-            || self.all_threads
-            || self.opcodes
-            || self.no_gc
-            || self.blocking
-            || self.no_blocking
-            || self.compression.is_some()
-            || self.duration.is_some()
-    }
-
-    /// The command that records as asked.
-    fn command(
-        self,
-        argv: Vec<std::ffi::OsString>,
-        pid: Option<i32>,
-    ) -> crate::record::cli::RecordCommand {
-        let mut rc = crate::record::cli::RecordCommand::new(argv);
-        rc.output = self.output;
-        rc.rate = self.rate;
-        rc.mode = self.mode;
-        rc.all_threads = self.all_threads;
-        rc.opcodes = self.opcodes;
-        rc.no_gc = self.no_gc;
-        rc.blocking = match (self.blocking, self.no_blocking) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        };
-        rc.compression = self.compression;
-        rc.duration = self.duration;
-        rc.pid = pid;
-        rc
-    }
-}
-
 #[derive(Args)]
 struct RecordArgs {
     #[command(flatten)]
-    recording: RecordingArgs,
+    recording: RecordSpec,
     /// Attach to this running Python process (CPython 3.9-3.15) instead of starting
     /// one. Stops on Ctrl-C, SIGTERM, --duration or the process's exit.
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "in_process"])]
@@ -1181,12 +1109,34 @@ struct RecordArgs {
     argv: Vec<std::ffi::OsString>,
 }
 
-fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
-    let mut rc = args.recording.command(args.argv, args.pid);
-    rc.in_process = args.in_process;
+/// `words`: tach's whole command line, of which `--in-process` passes the recording
+/// options on as they were written.
+fn record_cmd(args: RecordArgs, words: &[OsString]) -> Result<ExitCode, CliError> {
+    let mut rc = RecordCommand::new(args.recording, args.argv);
+    rc.pid = args.pid;
     rc.subprocesses = args.subprocesses;
+    if args.in_process {
+        rc.in_process = Some(recording_words(words));
+    }
     // The program's own exit status is ours.
     Ok(rc.run()?)
+}
+
+/// The recording options of `tach record ... -- PROGRAM` as written: the words between
+/// the subcommand and `--`, without `--in-process` (`python -m tach run` takes the
+/// others, the same flags).
+fn recording_words(words: &[OsString]) -> Vec<OsString> {
+    let after_record = words
+        .iter()
+        .skip(1)
+        .position(|w| w == "record")
+        .map_or(words.len(), |i| i + 2);
+    words[after_record..]
+        .iter()
+        .take_while(|w| *w != "--")
+        .filter(|w| *w != "--in-process")
+        .cloned()
+        .collect()
 }
 
 #[derive(Args)]
@@ -1203,7 +1153,7 @@ struct DumpArgs {
 
 fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
     let stacks = crate::record::external::dump(args.pid, !args.no_blocking)
-        .map_err(crate::record::cli::RecordCommandError::from)?;
+        .map_err(crate::record::options::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)
             .map_err(|e| CliError::Usage(format!("cannot write JSON: {e}")))?;
@@ -1278,6 +1228,41 @@ mod tests {
         );
         assert_eq!(usage(&["--pid", "42", "--thread", "7"]).err(), Some(USAGE));
         assert_eq!(usage(&["--pid", "42", "-r", "0"]).err(), Some(USAGE));
+    }
+
+    #[test]
+    fn in_process_passes_the_recording_options_as_written() {
+        let words: Vec<OsString> = [
+            "tach",
+            "record",
+            "-o",
+            "record",
+            "--in-process",
+            "-r",
+            "1e3",
+            "--mode",
+            "cpu",
+            "--",
+            "python3",
+            "-m",
+            "mod",
+            "--in-process",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        assert_eq!(
+            recording_words(&words),
+            ["-o", "record", "-r", "1e3", "--mode", "cpu"]
+        );
+        // They are flags python -m tach run parses the same way (the same clap args).
+        let mut argv = vec![OsString::from("python -m tach"), "run".into()];
+        argv.extend(recording_words(&words));
+        argv.extend(["app.py".into()]);
+        let run = crate::record::options::parse_python_main(argv).unwrap();
+        let Command::Record(record) = Cli::try_parse_from(&words).unwrap().command else {
+            panic!("not record")
+        };
+        assert_eq!(run.spec, record.recording);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! - `attach` (with `elf`): finding another process's interpreter, for `tach record
 //!   --pid` and `tach dump`.
 //! - `children`: `--subprocesses`, recording the target's child Python processes.
-//! - `cli`: the command line that runs a Python program under the recorder.
+//! - `options`: how to record (one typed spec for every front end) and `tach record`.
 //!
 //! See `docs/recorder.md` for the design.
 
@@ -26,7 +26,6 @@
 // unused in a build without the extension.
 pub(crate) mod attach;
 mod children;
-pub(crate) mod cli;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) mod clock;
 mod elf;
@@ -38,6 +37,7 @@ mod layouts_generated;
 mod linetable;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod memory;
+pub mod options;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pause;
 mod ptrace_pause;
