@@ -297,33 +297,22 @@ impl Args for FormatFlags {
     }
 }
 
-/// The formats' own options ([`export::Exporter::options`]), as given: which exporter
-/// declared each one and its values in order.
+/// The formats' own options ([`export::Exporter::options`]), as given: each one's name
+/// and its values in order (none for a switch).
 struct FormatOptionArgs {
-    given: Vec<(
-        &'static dyn export::Exporter,
-        &'static export::FormatOption,
-        Vec<String>,
-    )>,
+    given: Vec<(&'static str, Vec<String>)>,
 }
 
 impl FormatOptionArgs {
-    /// Applies the options given to `options`, refusing those of another format.
-    fn apply(&self, format: &str, options: &mut ExportOptions) -> Result<(), CliError> {
-        for (owner, option, values) in &self.given {
-            if owner.name() != format {
-                return Err(CliError::Usage(format!(
-                    "--{} is an option of --{}, not of --{format}",
-                    option.name,
-                    owner.name()
-                )));
-            }
-            for value in values {
-                (option.apply)(options, value)
-                    .map_err(|e| CliError::Usage(format!("--{}: {e}", option.name)))?;
-            }
-        }
-        Ok(())
+    /// Applies the options given to `options`, refusing those of another format (as
+    /// Python's `export()` does: [`export::apply_options`]).
+    fn apply(
+        &self,
+        format: &dyn export::Exporter,
+        options: &mut ExportOptions,
+    ) -> Result<(), CliError> {
+        let given = self.given.iter().map(|(name, v)| (*name, v.as_slice()));
+        export::apply_options(format, given, options).map_err(|e| CliError::Usage(e.to_string()))
     }
 }
 
@@ -333,14 +322,14 @@ impl clap::FromArgMatches for FormatOptionArgs {
         for &exporter in export::REGISTRY {
             for option in exporter.options() {
                 let values: Vec<String> = match option.value_name {
-                    None if m.get_flag(option.name) => vec![String::new()],
+                    None if m.get_flag(option.name) => Vec::new(),
                     None => continue,
                     Some(_) => match m.get_many::<String>(option.name) {
                         Some(v) => v.cloned().collect(),
                         None => continue,
                     },
                 };
-                given.push((exporter, option, values));
+                given.push((option.name, values));
             }
         }
         Ok(FormatOptionArgs { given })
@@ -702,7 +691,7 @@ fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {
         replace: args.replace,
         ..ExportOptions::default()
     };
-    args.format_options.apply(exporter.name(), &mut options)?;
+    args.format_options.apply(exporter, &mut options)?;
     if let Some(dir) = &args.out_dir {
         if args.output.is_some() {
             return Err(CliError::Usage(
