@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::export::{self, batch, ExportError, ExportOptions};
+use crate::names;
 use crate::record::options::{RecordCommand, RecordSpec};
+use crate::report;
 use crate::tach::info::FileInfo;
 use crate::tach::{rewrite, Compression, SampleFilter, TachError, TachFile};
 
@@ -891,19 +893,19 @@ struct TopArgs {
     /// TACH files (or, for the live view, --pid PID or -- PROGRAM).
     #[arg(required_unless_present_any = ["pid", "argv"])]
     files: Vec<PathBuf>,
-    /// Order: self (time), total (time), samples (self samples) or name.
-    #[arg(long, default_value = "self", value_parser = ["self", "total", "samples", "name"])]
-    sort: String,
+    /// The order of the rows (largest first, except by name).
+    #[arg(long, default_value = "self", value_parser = names::parser::<report::SortBy>(report::SortBy::WHAT))]
+    sort: report::SortBy,
     /// Show the first N rows.
     #[arg(short, long, value_name = "N")]
     limit: Option<usize>,
     #[command(flatten)]
     filter: FilterArgs,
-    /// One row per function, source line (CPython's pstats key) or file.
-    #[arg(long, default_value = "function", value_parser = ["function", "line", "file"])]
-    by: String,
-    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
-    format: String,
+    /// What one row stands for.
+    #[arg(long, default_value = "function", value_parser = names::parser::<report::GroupBy>(report::GroupBy::WHAT))]
+    by: report::GroupBy,
+    #[arg(long, default_value = "table", value_parser = names::parser::<report::Format>(report::Format::WHAT))]
+    format: report::Format,
     /// One row per file and key (a file column) instead of summing the files.
     #[arg(long)]
     per_file: bool,
@@ -925,12 +927,11 @@ struct TopArgs {
 
 /// `tach top --pid` / `tach top -- PROGRAM`: the live view.
 fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
-    use crate::report::{self, GroupBy};
     let filtered = !args.filter.threads.is_empty()
         || args.filter.start.is_some()
         || args.filter.end.is_some()
         || !args.filter.status.is_empty();
-    if filtered || args.per_file || args.limit.is_some() || args.format != "table" {
+    if filtered || args.per_file || args.limit.is_some() || args.format != report::Format::Table {
         return Err(CliError::Usage(
             "--thread, --start, --end, --status, --limit, --per-file and --format are for \
              files; the live view filters by thread with its keys"
@@ -938,8 +939,8 @@ fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
         ));
     }
     let command = crate::live::LiveCommand {
-        sort: report::SortBy::parse(&args.sort)?,
-        by: GroupBy::parse(&args.by)?,
+        sort: args.sort,
+        by: args.by,
         record: RecordCommand {
             pid: args.pid,
             ..RecordCommand::new(args.recording, args.argv)
@@ -949,7 +950,6 @@ fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
 }
 
 fn top_cmd(args: TopArgs) -> Result<ExitCode, CliError> {
-    use crate::report::{self, GroupBy};
     if args.pid.is_some() || !args.argv.is_empty() {
         return top_live(args);
     }
@@ -961,12 +961,12 @@ fn top_cmd(args: TopArgs) -> Result<ExitCode, CliError> {
         ));
     }
     let options = report::TopOptions {
-        by: GroupBy::parse(&args.by)?,
-        sort: report::SortBy::parse(&args.sort)?,
+        by: args.by,
+        sort: args.sort,
         limit: args.limit,
         per_file: args.per_file,
     };
-    let format = report::Format::parse(&args.format)?;
+    let format = args.format;
     let filter = args.filter.build()?;
     let files = open_all(&args.files)?;
     let top = report::top(&files, &filter, &options)?;
@@ -988,12 +988,12 @@ struct DiffArgs {
     /// The new runs.
     #[arg(long, num_args = 1.., conflicts_with = "pair", requires = "base")]
     new: Vec<PathBuf>,
-    /// One row per function, source line or file.
-    #[arg(long, default_value = "function", value_parser = ["function", "line", "file"])]
-    by: String,
-    /// Compare the self share (running) or the total share (anywhere on the stack).
-    #[arg(long, default_value = "self", value_parser = ["self", "total"])]
-    metric: String,
+    /// What one row stands for.
+    #[arg(long, default_value = "function", value_parser = names::parser::<report::GroupBy>(report::GroupBy::WHAT))]
+    by: report::GroupBy,
+    /// Which share to compare.
+    #[arg(long, default_value = "self", value_parser = names::parser::<report::Metric>(report::Metric::WHAT))]
+    metric: report::Metric,
     #[command(flatten)]
     filter: FilterArgs,
     /// Family-wise error rate (Holm correction over the compared keys).
@@ -1008,15 +1008,14 @@ struct DiffArgs {
     /// Show the first N rows.
     #[arg(short, long, value_name = "N")]
     limit: Option<usize>,
-    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
-    format: String,
+    #[arg(long, default_value = "table", value_parser = names::parser::<report::Format>(report::Format::WHAT))]
+    format: report::Format,
     /// Also write a differential flamegraph (widths: new shares; colours: change).
     #[arg(long, value_name = "OUT.svg")]
     flamegraph: Option<PathBuf>,
 }
 
 fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
-    use crate::report::{self, GroupBy};
     let (base, new) = match (args.pair.as_slice(), args.base.is_empty()) {
         ([b, n], true) => (vec![b.clone()], vec![n.clone()]),
         ([], false) => (args.base.clone(), args.new.clone()),
@@ -1027,8 +1026,8 @@ fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
         }
     };
     let options = report::DiffOptions {
-        by: GroupBy::parse(&args.by)?,
-        metric: report::Metric::parse(&args.metric)?,
+        by: args.by,
+        metric: args.metric,
         alpha: args.alpha,
         min_share_pct: args.min_share,
         min_change_points: args.min_change,
@@ -1037,7 +1036,7 @@ fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
     if !(options.alpha > 0.0 && options.alpha < 1.0) {
         return Err(CliError::Usage("--alpha must be between 0 and 1".into()));
     }
-    let format = report::Format::parse(&args.format)?;
+    let format = args.format;
     let filter = args.filter.build()?;
     let (base, new) = (open_all(&base)?, open_all(&new)?);
     let mut diff = report::diff(&base, &new, &filter, &options)?;
