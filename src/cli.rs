@@ -2,12 +2,16 @@
 //! (src/main.rs) and the Python package's `tach` command (`tach._native.cli_main`) call
 //! [`main`], so they are the same program.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::export::{self, batch, ExportError, ExportOptions};
+use crate::names;
+use crate::record::options::{AsyncMode, RecordCommand, RecordSpec};
+use crate::report;
 use crate::tach::info::FileInfo;
 use crate::tach::{rewrite, Compression, SampleFilter, TachError, TachFile};
 
@@ -29,7 +33,7 @@ pub enum CliError {
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
     #[error(transparent)]
-    Record(#[from] crate::record::cli::RecordCommandError),
+    Record(#[from] crate::record::options::RecordCommandError),
     #[error(transparent)]
     Live(#[from] crate::live::LiveError),
     #[error(transparent)]
@@ -295,33 +299,22 @@ impl Args for FormatFlags {
     }
 }
 
-/// The formats' own options ([`export::Exporter::options`]), as given: which exporter
-/// declared each one and its values in order.
+/// The formats' own options ([`export::Exporter::options`]), as given: each one's name
+/// and its values in order (none for a switch).
 struct FormatOptionArgs {
-    given: Vec<(
-        &'static dyn export::Exporter,
-        &'static export::FormatOption,
-        Vec<String>,
-    )>,
+    given: Vec<(&'static str, Vec<String>)>,
 }
 
 impl FormatOptionArgs {
-    /// Applies the options given to `options`, refusing those of another format.
-    fn apply(&self, format: &str, options: &mut ExportOptions) -> Result<(), CliError> {
-        for (owner, option, values) in &self.given {
-            if owner.name() != format {
-                return Err(CliError::Usage(format!(
-                    "--{} is an option of --{}, not of --{format}",
-                    option.name,
-                    owner.name()
-                )));
-            }
-            for value in values {
-                (option.apply)(options, value)
-                    .map_err(|e| CliError::Usage(format!("--{}: {e}", option.name)))?;
-            }
-        }
-        Ok(())
+    /// Applies the options given to `options`, refusing those of another format (as
+    /// Python's `export()` does: [`export::apply_options`]).
+    fn apply(
+        &self,
+        format: &dyn export::Exporter,
+        options: &mut ExportOptions,
+    ) -> Result<(), CliError> {
+        let given = self.given.iter().map(|(name, v)| (*name, v.as_slice()));
+        export::apply_options(format, given, options).map_err(|e| CliError::Usage(e.to_string()))
     }
 }
 
@@ -331,14 +324,14 @@ impl clap::FromArgMatches for FormatOptionArgs {
         for &exporter in export::REGISTRY {
             for option in exporter.options() {
                 let values: Vec<String> = match option.value_name {
-                    None if m.get_flag(option.name) => vec![String::new()],
+                    None if m.get_flag(option.name) => Vec::new(),
                     None => continue,
                     Some(_) => match m.get_many::<String>(option.name) {
                         Some(v) => v.cloned().collect(),
                         None => continue,
                     },
                 };
-                given.push((exporter, option, values));
+                given.push((option.name, values));
             }
         }
         Ok(FormatOptionArgs { given })
@@ -416,11 +409,11 @@ const USAGE: ExitCode = 2;
 pub fn main<I, T>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
+    T: Into<OsString> + Clone,
 {
-    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let words: Vec<OsString> = args.into_iter().map(Into::into).collect();
     #[cfg(not(feature = "query"))]
-    if args.get(1).is_some_and(|a| a == "query") {
+    if words.get(1).is_some_and(|a| a == "query") {
         eprintln!(
             "tach: this tach is built without SQL (the recorder alone, as the tach-record \
              package installs it): `tach query` and `tach export --parquet` are in the full \
@@ -428,8 +421,8 @@ where
         );
         return USAGE;
     }
-    let code = match Cli::try_parse_from(args) {
-        Ok(cli) => match run(cli.command) {
+    let code = match Cli::try_parse_from(&words) {
+        Ok(cli) => match run(cli.command, &words) {
             Ok(code) => code,
             Err(e) if e.is_broken_pipe() => SUCCESS,
             Err(e) => {
@@ -448,7 +441,7 @@ where
     code
 }
 
-fn run(command: Command) -> Result<ExitCode, CliError> {
+fn run(command: Command, words: &[OsString]) -> Result<ExitCode, CliError> {
     match command {
         Command::Info { files, json } => info(&files, json),
         Command::Verify { files, quiet } => verify(&files, quiet),
@@ -479,7 +472,7 @@ fn run(command: Command) -> Result<ExitCode, CliError> {
         Command::Export(args) => export_cmd(args),
         #[cfg(feature = "query")]
         Command::Query(args) => query_cmd(args),
-        Command::Record(args) => record_cmd(args),
+        Command::Record(args) => record_cmd(args, words),
         Command::Dump(args) => dump_cmd(args),
         Command::Top(args) => top_cmd(args),
         Command::Diff(args) => diff_cmd(args),
@@ -512,114 +505,10 @@ fn info(files: &[PathBuf], json: bool) -> Result<ExitCode, CliError> {
             if n > 0 {
                 writeln!(out).map_err(stdout_error)?;
             }
-            write!(out, "{}", render_info(i)).map_err(stdout_error)?;
+            write!(out, "{i}").map_err(stdout_error)?;
         }
     }
     Ok(if failed { FAILURE } else { SUCCESS })
-}
-
-fn render_info(i: &FileInfo) -> String {
-    let mut s = String::new();
-    let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<22} {v}\n"));
-    row("file", format!("{} ({} bytes)", i.path, i.file_size));
-    row(
-        "format",
-        format!("version {}, {:?}-endian", i.format_version, i.byte_order).to_lowercase(),
-    );
-    row("python", i.python_version.clone());
-    row(
-        "mode",
-        format!(
-            "{} (config word 0x{:x})",
-            i.profiling_mode.name(),
-            i.config_word
-        ),
-    );
-    row(
-        "capture features",
-        match &i.capture_features {
-            Some(f) if f.is_empty() => "none".into(),
-            Some(f) => f.join(", "),
-            None => "not recorded".into(),
-        },
-    );
-    row(
-        "interval",
-        format!(
-            "{} us ({:.0} Hz)",
-            i.sample_interval_us,
-            if i.sample_interval_us > 0 {
-                1e6 / i.sample_interval_us as f64
-            } else {
-                0.0
-            }
-        ),
-    );
-    row("start time", format!("{} us (monotonic)", i.start_time_us));
-    row("samples", format!("{} (thread-samples)", i.sample_count));
-    row("threads", i.thread_count.to_string());
-    row(
-        "strings / frames",
-        format!("{} / {}", i.string_count, i.frame_count),
-    );
-    row(
-        "duration",
-        format!("{:.3} s (first to last sample)", i.duration_s),
-    );
-    let ratio = i
-        .compression_ratio
-        .map(|r| format!(", ratio {r:.1}x"))
-        .unwrap_or_default();
-    row(
-        "sample data",
-        format!(
-            "{} bytes stored, {} bytes decoded ({}{ratio})",
-            i.sample_bytes_stored,
-            i.sample_bytes,
-            match i.compression {
-                Compression::None => "uncompressed",
-                Compression::Zstd => "zstd",
-            }
-        ),
-    );
-    match &i.stats {
-        Some(st) => {
-            let pct = |v: Option<f64>| v.map(|v| format!("{v:.2}%")).unwrap_or("-".into());
-            row(
-                "stats block",
-                format!(
-                    "duration {:.3} s, rate {:.1} Hz, errors {}, missed {} ({} bytes)",
-                    st.duration_s,
-                    st.sample_rate_hz,
-                    pct(st.error_rate_pct),
-                    pct(st.missed_samples_pct),
-                    st.block_size
-                ),
-            );
-        }
-        None => row("stats block", "none".into()),
-    }
-    let total: u64 = i.records.values().map(|r| r.records).sum();
-    for name in ["REPEAT", "FULL", "SUFFIX", "POP_PUSH"] {
-        let r = &i.records[name];
-        let share = if total > 0 {
-            100.0 * r.records as f64 / total as f64
-        } else {
-            0.0
-        };
-        row(
-            &format!("records {name}"),
-            format!("{} ({share:.1}%), {} samples", r.records, r.samples),
-        );
-    }
-    row(
-        "frames per sample",
-        format!(
-            "{:.1} ({} frame indices stored)",
-            i.frames_per_sample, i.frames_written
-        ),
-    );
-    s
 }
 
 fn verify(files: &[PathBuf], quiet: bool) -> Result<ExitCode, CliError> {
@@ -709,7 +598,7 @@ fn export_cmd(args: ExportArgs) -> Result<ExitCode, CliError> {
         replace: args.replace,
         ..ExportOptions::default()
     };
-    args.format_options.apply(exporter.name(), &mut options)?;
+    args.format_options.apply(exporter, &mut options)?;
     if let Some(dir) = &args.out_dir {
         if args.output.is_some() {
             return Err(CliError::Usage(
@@ -909,19 +798,19 @@ struct TopArgs {
     /// TACH files (or, for the live view, --pid PID or -- PROGRAM).
     #[arg(required_unless_present_any = ["pid", "argv"])]
     files: Vec<PathBuf>,
-    /// Order: self (time), total (time), samples (self samples) or name.
-    #[arg(long, default_value = "self", value_parser = ["self", "total", "samples", "name"])]
-    sort: String,
+    /// The order of the rows (largest first, except by name).
+    #[arg(long, default_value = "self", value_parser = names::parser::<report::SortBy>(report::SortBy::WHAT))]
+    sort: report::SortBy,
     /// Show the first N rows.
     #[arg(short, long, value_name = "N")]
     limit: Option<usize>,
     #[command(flatten)]
     filter: FilterArgs,
-    /// One row per function, source line (CPython's pstats key) or file.
-    #[arg(long, default_value = "function", value_parser = ["function", "line", "file"])]
-    by: String,
-    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
-    format: String,
+    /// What one row stands for.
+    #[arg(long, default_value = "function", value_parser = names::parser::<report::GroupBy>(report::GroupBy::WHAT))]
+    by: report::GroupBy,
+    #[arg(long, default_value = "table", value_parser = names::parser::<report::Format>(report::Format::WHAT))]
+    format: report::Format,
     /// One row per file and key (a file column) instead of summing the files.
     #[arg(long)]
     per_file: bool,
@@ -929,7 +818,7 @@ struct TopArgs {
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "files"], help_heading = "Live view")]
     pid: Option<i32>,
     #[command(flatten, next_help_heading = "Live view")]
-    recording: RecordingArgs,
+    recording: RecordSpec,
     /// Live view: start this program (an interpreter, a script or -m module, its
     /// arguments) and record it from outside.
     #[arg(
@@ -943,12 +832,11 @@ struct TopArgs {
 
 /// `tach top --pid` / `tach top -- PROGRAM`: the live view.
 fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
-    use crate::report::{self, GroupBy};
     let filtered = !args.filter.threads.is_empty()
         || args.filter.start.is_some()
         || args.filter.end.is_some()
         || !args.filter.status.is_empty();
-    if filtered || args.per_file || args.limit.is_some() || args.format != "table" {
+    if filtered || args.per_file || args.limit.is_some() || args.format != report::Format::Table {
         return Err(CliError::Usage(
             "--thread, --start, --end, --status, --limit, --per-file and --format are for \
              files; the live view filters by thread with its keys"
@@ -956,15 +844,17 @@ fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
         ));
     }
     let command = crate::live::LiveCommand {
-        sort: report::SortBy::parse(&args.sort)?,
-        by: GroupBy::parse(&args.by)?,
-        record: args.recording.command(args.argv, args.pid),
+        sort: args.sort,
+        by: args.by,
+        record: RecordCommand {
+            pid: args.pid,
+            ..RecordCommand::new(args.recording, args.argv)
+        },
     };
     Ok(crate::live::run(command)?)
 }
 
 fn top_cmd(args: TopArgs) -> Result<ExitCode, CliError> {
-    use crate::report::{self, GroupBy};
     if args.pid.is_some() || !args.argv.is_empty() {
         return top_live(args);
     }
@@ -976,12 +866,12 @@ fn top_cmd(args: TopArgs) -> Result<ExitCode, CliError> {
         ));
     }
     let options = report::TopOptions {
-        by: GroupBy::parse(&args.by)?,
-        sort: report::SortBy::parse(&args.sort)?,
+        by: args.by,
+        sort: args.sort,
         limit: args.limit,
         per_file: args.per_file,
     };
-    let format = report::Format::parse(&args.format)?;
+    let format = args.format;
     let filter = args.filter.build()?;
     let files = open_all(&args.files)?;
     let top = report::top(&files, &filter, &options)?;
@@ -1003,12 +893,12 @@ struct DiffArgs {
     /// The new runs.
     #[arg(long, num_args = 1.., conflicts_with = "pair", requires = "base")]
     new: Vec<PathBuf>,
-    /// One row per function, source line or file.
-    #[arg(long, default_value = "function", value_parser = ["function", "line", "file"])]
-    by: String,
-    /// Compare the self share (running) or the total share (anywhere on the stack).
-    #[arg(long, default_value = "self", value_parser = ["self", "total"])]
-    metric: String,
+    /// What one row stands for.
+    #[arg(long, default_value = "function", value_parser = names::parser::<report::GroupBy>(report::GroupBy::WHAT))]
+    by: report::GroupBy,
+    /// Which share to compare.
+    #[arg(long, default_value = "self", value_parser = names::parser::<report::Metric>(report::Metric::WHAT))]
+    metric: report::Metric,
     #[command(flatten)]
     filter: FilterArgs,
     /// Family-wise error rate (Holm correction over the compared keys).
@@ -1023,15 +913,14 @@ struct DiffArgs {
     /// Show the first N rows.
     #[arg(short, long, value_name = "N")]
     limit: Option<usize>,
-    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
-    format: String,
+    #[arg(long, default_value = "table", value_parser = names::parser::<report::Format>(report::Format::WHAT))]
+    format: report::Format,
     /// Also write a differential flamegraph (widths: new shares; colours: change).
     #[arg(long, value_name = "OUT.svg")]
     flamegraph: Option<PathBuf>,
 }
 
 fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
-    use crate::report::{self, GroupBy};
     let (base, new) = match (args.pair.as_slice(), args.base.is_empty()) {
         ([b, n], true) => (vec![b.clone()], vec![n.clone()]),
         ([], false) => (args.base.clone(), args.new.clone()),
@@ -1042,8 +931,8 @@ fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
         }
     };
     let options = report::DiffOptions {
-        by: GroupBy::parse(&args.by)?,
-        metric: report::Metric::parse(&args.metric)?,
+        by: args.by,
+        metric: args.metric,
         alpha: args.alpha,
         min_share_pct: args.min_share,
         min_change_points: args.min_change,
@@ -1052,7 +941,7 @@ fn diff_cmd(args: DiffArgs) -> Result<ExitCode, CliError> {
     if !(options.alpha > 0.0 && options.alpha < 1.0) {
         return Err(CliError::Usage("--alpha must be between 0 and 1".into()));
     }
-    let format = report::Format::parse(&args.format)?;
+    let format = args.format;
     let filter = args.filter.build()?;
     let (base, new) = (open_all(&base)?, open_all(&new)?);
     let mut diff = report::diff(&base, &new, &filter, &options)?;
@@ -1087,95 +976,10 @@ fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
         .collect()
 }
 
-/// How to record: the options `tach record` and `tach top`'s live view share (those
-/// of `python -m tach run`).
-#[derive(Args)]
-struct RecordingArgs {
-    /// Output file (tach record's default: tach_<pid>.tach; tach top: none).
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// Samples per second (default 1000).
-    #[arg(short, long)]
-    rate: Option<f64>,
-    /// What to keep: wall (default), cpu, gil or exception.
-    #[arg(long, value_parser = ["wall", "cpu", "gil", "exception"])]
-    mode: Option<String>,
-    /// Sample every thread, not only the main thread.
-    #[arg(short = 'a', long)]
-    all_threads: bool,
-    /// Record each frame's base opcode.
-    #[arg(long)]
-    opcodes: bool,
-    /// No <GC> frames.
-    #[arg(long)]
-    no_gc: bool,
-    /// Pause the thread holding the GIL while each sample is read (the default up to
-    /// 1 kHz): every sample is one moment's stacks.
-    #[arg(long, conflicts_with = "no_blocking")]
-    blocking: bool,
-    /// Read running threads instead (the default above 1 kHz, where pausing costs the
-    /// program more; samples can mix two moments).
-    #[arg(long)]
-    no_blocking: bool,
-    /// Native stacks: C, C++ and Rust frames, with the Python frames where the
-    /// interpreter runs them (from outside, x86-64). Implies --blocking: every sampled
-    /// thread is stopped while its stack is read.
-    #[arg(long, conflicts_with = "no_blocking")]
-    native: bool,
-    /// Compression of the sample data.
-    #[arg(long, value_parser = ["auto", "zstd", "none"])]
-    compression: Option<String>,
-    /// Stop sampling after this many seconds.
-    #[arg(short, long, value_name = "SECONDS")]
-    duration: Option<f64>,
-}
-
-impl RecordingArgs {
-    /// Whether any option was given (the live view's, with `tach top`).
-    fn any(&self) -> bool {
-        self.output.is_some()
-            || self.rate.is_some()
-            || self.mode.is_some()
-            || self.all_threads
-            || self.opcodes
-            || self.no_gc
-            || self.blocking
-            || self.no_blocking
-            || self.native
-            || self.compression.is_some()
-            || self.duration.is_some()
-    }
-
-    /// The command that records as asked.
-    fn command(
-        self,
-        argv: Vec<std::ffi::OsString>,
-        pid: Option<i32>,
-    ) -> crate::record::cli::RecordCommand {
-        let mut rc = crate::record::cli::RecordCommand::new(argv);
-        rc.output = self.output;
-        rc.rate = self.rate;
-        rc.mode = self.mode;
-        rc.all_threads = self.all_threads;
-        rc.opcodes = self.opcodes;
-        rc.no_gc = self.no_gc;
-        rc.blocking = match (self.blocking, self.no_blocking) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        };
-        rc.compression = self.compression;
-        rc.duration = self.duration;
-        rc.native = self.native;
-        rc.pid = pid;
-        rc
-    }
-}
-
 #[derive(Args)]
 struct RecordArgs {
     #[command(flatten)]
-    recording: RecordingArgs,
+    recording: RecordSpec,
     /// Attach to this running Python process (CPython 3.9-3.15) instead of starting
     /// one. Stops on Ctrl-C, SIGTERM, --duration or the process's exit.
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "in_process"])]
@@ -1189,14 +993,6 @@ struct RecordArgs {
     /// app_<pid>.tach, as CPython 3.15's --subprocesses names them.
     #[arg(long, conflicts_with = "in_process")]
     subprocesses: bool,
-    /// Async-aware stacks (CPython 3.14, 3.15): a thread running an asyncio task shows
-    /// it as a <task> frame under the tasks awaiting it, as CPython 3.15's sampler does.
-    /// Not with --native (yet).
-    #[arg(long, conflicts_with_all = ["in_process", "native"])]
-    async_aware: bool,
-    /// running (default): the task on each thread; all: every task, waiting ones too.
-    #[arg(long, value_parser = ["running", "all"], requires = "async_aware")]
-    async_mode: Option<String>,
     /// The program: an interpreter, then a script (or -m module) and its arguments.
     #[arg(
         last = true,
@@ -1206,15 +1002,34 @@ struct RecordArgs {
     argv: Vec<std::ffi::OsString>,
 }
 
-fn record_cmd(args: RecordArgs) -> Result<ExitCode, CliError> {
-    let mut rc = args.recording.command(args.argv, args.pid);
-    rc.in_process = args.in_process;
+/// `words`: tach's whole command line, of which `--in-process` passes the recording
+/// options on as they were written.
+fn record_cmd(args: RecordArgs, words: &[OsString]) -> Result<ExitCode, CliError> {
+    let mut rc = RecordCommand::new(args.recording, args.argv);
+    rc.pid = args.pid;
     rc.subprocesses = args.subprocesses;
-    rc.async_mode = args
-        .async_aware
-        .then(|| args.async_mode.unwrap_or_else(|| "running".into()));
+    if args.in_process {
+        rc.in_process = Some(recording_words(words));
+    }
     // The program's own exit status is ours.
     Ok(rc.run()?)
+}
+
+/// The recording options of `tach record ... -- PROGRAM` as written: the words between
+/// the subcommand and `--`, without `--in-process` (`python -m tach run` takes the
+/// others, the same flags).
+fn recording_words(words: &[OsString]) -> Vec<OsString> {
+    let after_record = words
+        .iter()
+        .skip(1)
+        .position(|w| w == "record")
+        .map_or(words.len(), |i| i + 2);
+    words[after_record..]
+        .iter()
+        .take_while(|w| *w != "--")
+        .filter(|w| *w != "--in-process")
+        .cloned()
+        .collect()
 }
 
 #[derive(Args)]
@@ -1231,8 +1046,8 @@ struct DumpArgs {
     #[arg(long, conflicts_with = "native")]
     async_aware: bool,
     /// all (default for a dump, as CPython's): every task; running: the running ones.
-    #[arg(long, value_parser = ["running", "all"], requires = "async_aware")]
-    async_mode: Option<String>,
+    #[arg(long, value_parser = names::parser::<AsyncMode>("async mode"), requires = "async_aware")]
+    async_mode: Option<AsyncMode>,
     /// Native stacks (C, C++, Rust frames with the Python ones spliced in); implies
     /// pausing: each thread is stopped while its stack is read.
     #[arg(long, conflicts_with = "no_blocking")]
@@ -1242,11 +1057,10 @@ struct DumpArgs {
 fn dump_cmd(args: DumpArgs) -> Result<ExitCode, CliError> {
     let async_mode = args
         .async_aware
-        .then(|| crate::record::cli::async_mode(args.async_mode.as_deref().unwrap_or("all")))
-        .transpose()?;
+        .then(|| args.async_mode.unwrap_or(AsyncMode::All));
     let stacks =
         crate::record::external::dump(args.pid, !args.no_blocking, async_mode, args.native)
-            .map_err(crate::record::cli::RecordCommandError::from)?;
+            .map_err(crate::record::options::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)
             .map_err(|e| CliError::Usage(format!("cannot write JSON: {e}")))?;
@@ -1321,6 +1135,41 @@ mod tests {
         );
         assert_eq!(usage(&["--pid", "42", "--thread", "7"]).err(), Some(USAGE));
         assert_eq!(usage(&["--pid", "42", "-r", "0"]).err(), Some(USAGE));
+    }
+
+    #[test]
+    fn in_process_passes_the_recording_options_as_written() {
+        let words: Vec<OsString> = [
+            "tach",
+            "record",
+            "-o",
+            "record",
+            "--in-process",
+            "-r",
+            "1e3",
+            "--mode",
+            "cpu",
+            "--",
+            "python3",
+            "-m",
+            "mod",
+            "--in-process",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        assert_eq!(
+            recording_words(&words),
+            ["-o", "record", "-r", "1e3", "--mode", "cpu"]
+        );
+        // They are flags python -m tach run parses the same way (the same clap args).
+        let mut argv = vec![OsString::from("python -m tach"), "run".into()];
+        argv.extend(recording_words(&words));
+        argv.extend(["app.py".into()]);
+        let run = crate::record::options::parse_python_main(argv).unwrap();
+        let Command::Record(record) = Cli::try_parse_from(&words).unwrap().command else {
+            panic!("not record")
+        };
+        assert_eq!(run.spec, record.recording);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod alloc;
 pub mod cli;
 pub mod export;
 pub mod live;
+pub mod names;
 pub mod record;
 pub mod report;
 mod tach;

@@ -22,12 +22,10 @@ if TYPE_CHECKING:
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-# Formats whose output is binary; the others are text (returned as str).
-_BINARY_FORMATS = frozenset({"pstats", "parquet", "pprof"})
-_FILTER_KEYS = (
-    "threads", "start", "end", "status", "per_thread", "title", "source_root",
-    "start_time",
-)
+# The sample filters and the title; every other keyword of export(), flamegraph(),
+# heatmap() and convert() is a format's own option, checked by the exporter registry
+# as `tach export --OPTION` is (the same refusals and messages).
+_SAMPLE_FILTERS = ("threads", "start", "end", "status")
 
 
 def _frame(stream: Any) -> polars.DataFrame:
@@ -49,36 +47,55 @@ def _samples_schema() -> dict[str, polars.DataType]:
 
 
 def _filters(filters: dict[str, Any]) -> dict[str, Any]:
-    """export()/flamegraph()/convert() keywords -> the native ones, checked."""
-    unknown = sorted(set(filters) - set(_FILTER_KEYS))
-    if unknown:
-        raise TypeError(
-            f"unknown filter {', '.join(unknown)}: use {', '.join(_FILTER_KEYS)}"
-        )
-    out = dict(filters)
-    threads = out.get("threads")
-    if isinstance(threads, int):
-        out["threads"] = [threads]
-    elif threads is not None:
-        out["threads"] = [int(t) for t in threads]
-    status = out.get("status")
-    if isinstance(status, str):
-        out["status"] = [status]
-    elif status is not None:
-        out["status"] = list(status)
-    roots = out.get("source_root")
-    if isinstance(roots, dict):
-        out["source_root"] = [(str(old), str(new)) for old, new in roots.items()]
-    elif roots is not None:
-        out["source_root"] = [(str(old), str(new)) for old, new in roots]
-    when = out.get("start_time")
-    if isinstance(when, datetime.datetime):
-        if when.tzinfo is None:
-            raise ValueError("start_time: a naive datetime; give it a time zone")
-        out["start_time"] = when.isoformat()
-    elif isinstance(when, (int, float)) and not isinstance(when, bool):
-        out["start_time"] = f"{when:.9f}" if isinstance(when, float) else str(when)
+    """export()/flamegraph()/convert() keywords -> the native ones: the sample filters
+    and the title as they are, the others as format options (name, the CLI's words)."""
+    out: dict[str, Any] = {}
+    options = []
+    for key, value in filters.items():
+        if key == "threads":
+            out[key] = None if value is None else [int(t) for t in _listed(value)]
+        elif key == "status":
+            out[key] = None if value is None else [str(s) for s in _listed(value)]
+        elif key in ("start", "end", "title"):
+            out[key] = value
+        else:
+            words = _words(key, value)
+            if words is not None:
+                options.append((key, words))
+    out["options"] = options
     return out
+
+
+def _listed(value: Any) -> list[Any]:
+    return [value] if isinstance(value, (int, str)) else list(value)
+
+
+def _words(key: str, value: Any) -> list[str] | None:
+    """A format option's value as `tach export` takes it: a switch (True: given, False
+    or None: not), one word, or several (pairs as OLD=NEW, a mapping's items too);
+    datetimes as RFC 3339, Unix seconds with every nanosecond."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return []
+    if isinstance(value, dict):
+        return [f"{old}={new}" for old, new in value.items()]
+    if isinstance(value, (str, int, float, datetime.datetime, os.PathLike)):
+        return [_word(key, value)]
+    return [
+        f"{v[0]}={v[1]}" if isinstance(v, tuple) and len(v) == 2 else _word(key, v)
+        for v in value
+    ]
+
+
+def _word(key: str, value: Any) -> str:
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{key}: a naive datetime; give it a time zone")
+        return value.isoformat()
+    if isinstance(value, float):
+        return f"{value:.9f}"
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,23 +322,18 @@ class Profile:
         title, source_root (heatmap: ``{OLD: NEW}`` or pairs), start_time (pprof: the
         wall time of the first sample, an aware ``datetime``, Unix seconds, an RFC 3339
         string, ``"file"`` (default: from the file's modification time) or ``"none"``)."""
-        data = self._native.export(
+        return self._native.export(
             format, None if path is None else os.fspath(path), **_filters(filters)
         )
-        if data is None:
-            return None
-        return data if format in _BINARY_FORMATS else data.decode("utf-8")
 
     def flamegraph(self, **filters: Any) -> Flamegraph:
         """A flamegraph of the (filtered) samples."""
-        svg = self._native.export("flamegraph", None, **_filters(filters))
-        return Flamegraph(svg.decode("utf-8"))
+        return Flamegraph(self._native.export("flamegraph", None, **_filters(filters)))
 
     def heatmap(self, **filters: Any) -> Heatmap:
         """The line heatmap of the (filtered) samples. ``source_root={OLD: NEW}`` reads
         sources recorded under OLD from NEW (docs/exporters.md)."""
-        page = self._native.export("heatmap", None, **_filters(filters))
-        return Heatmap(page.decode("utf-8"))
+        return Heatmap(self._native.export("heatmap", None, **_filters(filters)))
 
     def top(
         self, *, by: str = "function", sort: str = "self", limit: int | None = None,
@@ -372,12 +384,14 @@ _DIFF_SCHEMA = {
 
 def _sample_filters(filters: dict[str, Any]) -> dict[str, Any]:
     """The sample filters (threads, start, end, status) of top() and diff()."""
-    extra = set(filters) - {"threads", "start", "end", "status"}
+    extra = set(filters) - set(_SAMPLE_FILTERS)
     if extra:
         raise TypeError(
-            f"unknown filter {', '.join(sorted(extra))}: use threads, start, end, status"
+            f"unknown filter {', '.join(sorted(extra))}: use {', '.join(_SAMPLE_FILTERS)}"
         )
-    return _filters(filters)
+    out = _filters(filters)
+    del out["options"]
+    return out
 
 
 def _rows_frame(text: str, schema: dict[str, str]) -> polars.DataFrame:
@@ -460,7 +474,7 @@ def convert(
 
 def formats() -> list[tuple[str, str, str]]:
     """(name, description, file extension) of every export format."""
-    return list(_native.export_formats())
+    return [(name, text, ext) for name, text, ext, _ in _native.export_formats()]
 
 
 __all__: Sequence[str] = [

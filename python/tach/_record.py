@@ -8,8 +8,6 @@ import sys
 from . import _native
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_MODES = ("wall", "cpu", "gil", "exception")
-_COMPRESSIONS = ("auto", "zstd", "none")
 
 _state = {"atexit": False, "quiet": False}
 
@@ -34,49 +32,35 @@ def summary_line(stats):
 BLOCKING_MIN_INTERVAL_US = _native.BLOCKING_MIN_INTERVAL_US
 
 
-def start(
-    path=None,
-    *,
-    rate=1000,
-    interval_us=None,
-    mode="wall",
-    all_threads=False,
-    opcodes=False,
-    gc=True,
-    compression="auto",
-    duration=None,
-    quiet=False,
-    blocking=None,
-):
+def start(path=None, *, quiet=False, **options):
     """Start recording into ``path`` (default ``tach_<pid>.tach``).
 
-    rate: samples per second (or give ``interval_us``); mode: wall, cpu, gil or
-    exception; all_threads: sample every thread, not only the main one; opcodes:
-    record the base opcode of each frame's current instruction; gc: mark garbage
-    collection with a ``<GC>`` frame (CPython's default); compression: auto,
-    zstd or none; duration: stop sampling after this many seconds; quiet: do not print
-    the summary line at stop; blocking: pause the thread holding the GIL while each
-    sample is read, so that every sample is one moment's stacks; False reads running
-    threads (cheaper, less accurate). The default (None) blocks at rates up to 1 kHz,
-    where it costs the program about 2%, and not above (about 30% at 10 kHz).
+    Options (those of ``tach record``, with its defaults, checks and messages): rate:
+    samples per second (default 1000), or interval_us; mode: wall, cpu, gil or
+    exception; all_threads: sample every thread, not only the main one; opcodes: record
+    the base opcode of each frame's current instruction; gc: mark garbage collection
+    with a ``<GC>`` frame (CPython's default; False is ``--no-gc``); compression: auto,
+    zstd or none; duration: stop sampling after this many seconds; blocking: pause the
+    thread holding the GIL while each sample is read, so that every sample is one
+    moment's stacks; False reads running threads (cheaper, less accurate). The default
+    (None) blocks at rates up to 1 kHz, where it costs the program about 2%, and not
+    above (about 30% at 10 kHz). quiet: do not print the summary line at stop.
     """
-    if path is None:
-        path = f"tach_{os.getpid()}.tach"
     # Validated natively, by the code that checks `tach record`'s flags: one set of
     # rules and messages (ValueError) for every front end.
-    _native.start(
-        os.fspath(path),
-        rate=rate,
-        interval_us=interval_us,
-        mode=mode,
-        all_threads=bool(all_threads),
-        opcodes=bool(opcodes),
-        compression=compression,
-        duration=duration,
-        hidden=[_PACKAGE_DIR],
-        gc=bool(gc),
-        blocking=None if blocking is None else bool(blocking),
-    )
+    _native.start(None if path is None else os.fspath(path), hidden=[_PACKAGE_DIR], **options)
+    _started(quiet)
+
+
+def start_request(request, path=None, quiet=None):
+    """Start recording as a parsed command line asks (``_native.parse_main`` for
+    ``python -m tach run``, ``_native.parse_cell`` for ``%%tach``), into ``path`` if
+    given instead of ``-o``; ``quiet`` (default: its ``-q``) as :func:`start`'s."""
+    _native.start_request(request, path=None if path is None else os.fspath(path), hidden=[_PACKAGE_DIR])
+    _started(request.quiet if quiet is None else quiet)
+
+
+def _started(quiet):
     _state["quiet"] = quiet
     if not _state["atexit"]:
         atexit.register(_stop_at_exit)

@@ -266,7 +266,7 @@ def test_export_binary_and_filters(tmp_path):
     assert all(p.export("pprof", start_time=w) == cli_pprof for w in spellings)
     assert p.export("pprof", start_time="none") != cli_pprof
     for bad in ["yesterday", datetime.datetime(2026, 11, 20)]:
-        with pytest.raises(ValueError, match="start_time"):
+        with pytest.raises(ValueError, match="start.time"):
             p.export("pprof", start_time=bad)
     tid = p.samples()["thread_id"][0]
     one = p.export("collapsed", threads=tid)
@@ -276,6 +276,41 @@ def test_export_binary_and_filters(tmp_path):
         p.export("collapsed", thread=1)
     with pytest.raises(tach.TachError, match="unknown format 'nope'"):
         p.export("nope")
+
+
+@pytest.mark.parametrize("format,options,flags,says", [
+    ("collapsed", dict(start_time="none"), ["--start-time", "none"],
+     "--start-time is an option of --pprof, not of --collapsed"),
+    ("speedscope", dict(per_thread=True), ["--per-thread"],
+     "--per-thread is an option of --flamegraph, not of --speedscope"),
+    ("heatmap", dict(source_root=["nothing"]), ["--source-root", "nothing"],
+     "--source-root: 'nothing': expected OLD=NEW (two non-empty paths)"),
+    ("pprof", dict(start_time="soon"), ["--start-time", "soon"],
+     "--start-time: 'soon': expected an RFC 3339 time"),
+])
+def test_a_refused_format_option_says_the_same_as_the_cli(tmp_path, format, options, flags, says):
+    """export() and convert() apply the formats' options through the exporter registry,
+    as `tach export` does: the same refusals, the same messages."""
+    path = GOLDEN / "threads_mixed.bin"
+    code, _, err = cli("export", f"--{format}", *flags, "-o", tmp_path / "out", path, check=False)
+    assert code == 2 and says in err, err
+    with pytest.raises(tach.TachError) as e:
+        tach.open(path).export(format, **options)
+    assert says in str(e.value)
+    with pytest.raises(tach.TachError) as e:
+        tach.convert([path], format, tmp_path / "dir", **options)
+    assert says in str(e.value)
+
+
+def test_export_returns_text_or_bytes_as_the_registry_says():
+    p = tach.open(GOLDEN / "cpu_recursive.bin")
+    for name, _, _, binary in tach._native.export_formats():
+        if name == "parquet":
+            continue  # a directory of tables: only to a path
+        out = p.export(name)
+        assert isinstance(out, bytes if binary else str), name
+    with pytest.raises(TypeError, match="unknown filter colour: use threads, start, end, status, title, "):
+        p.export("flamegraph", colour="red")
 
 
 # ---------------------------------------------------------------- notebooks

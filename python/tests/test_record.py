@@ -776,11 +776,11 @@ def test_stop_start_cycles_and_api(tmp_path):
 
         # Refused by the code that checks `tach record`'s flags, with its messages.
         for kwargs, says in [
-            (dict(mode="bogus"), 'unknown mode "bogus" (expected wall, cpu, gil or exception)'),
+            (dict(mode="bogus"), "unknown mode 'bogus': use wall, cpu, gil or exception"),
             (dict(rate=0), "the rate must be a positive number of samples per second, not 0"),
             (dict(rate=float("nan")), "the rate must be a positive number"),
             (dict(interval_us=0), "interval_us must be at least 1"),
-            (dict(compression="lz4"), 'unknown compression "lz4"'),
+            (dict(compression="lz4"), "unknown compression 'lz4': use auto, zstd or none"),
             (dict(duration=-1), "the duration must be a positive number of seconds"),
         ]:
             try:
@@ -813,6 +813,70 @@ def test_stop_start_cycles_and_api(tmp_path):
     assert _native.load(str(tmp_path / "deco.tach"))["features"] == ["all_threads", "gc"]
     assert _native.load(str(tmp_path / "ctx.tach"))["interval_us"] == 2000
     assert _native.load(str(tmp_path / "interval.tach"))["interval_us"] == 2500
+
+
+# A bad option as `tach record` flags, as `python -m tach run` flags and as tach.start()
+# keywords: one definition (record::options::RecordSpec), one message.
+BAD_OPTIONS = [
+    (["--mode", "bogus"], dict(mode="bogus"), "unknown mode 'bogus': use wall, cpu, gil or exception"),
+    (["--compression", "lz4"], dict(compression="lz4"), "unknown compression 'lz4': use auto, zstd or none"),
+    (["-r", "0"], dict(rate=0), "the rate must be a positive number of samples per second, not 0"),
+    (["-d", "0"], dict(duration=0), "the duration must be a positive number of seconds, not 0"),
+]
+
+
+@pytest.mark.parametrize("flags,kwargs,says", BAD_OPTIONS, ids=lambda v: str(v))
+def test_a_bad_option_says_the_same_everywhere(tmp_path, flags, kwargs, says):
+    script = write_script(tmp_path, "print('ran')\n")
+    # `tach record` (the package's `tach` command runs the Rust command line), from
+    # outside and --in-process; then `python -m tach run`.
+    tach_cli = [sys.executable, "-c", "import sys, tach._cli; sys.exit(tach._cli.main(sys.argv))"]
+    for cmd in (
+        [*tach_cli, "record", *flags, "--", sys.executable, str(script)],
+        [*tach_cli, "record", "--in-process", *flags, "--", sys.executable, str(script)],
+        [sys.executable, "-m", "tach", "run", *flags, str(script)],
+    ):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
+        assert proc.returncode == 2, (cmd, proc.stderr)
+        assert says in proc.stderr, (cmd, proc.stderr)
+        assert "ran" not in proc.stdout, cmd
+    with pytest.raises(ValueError) as e:
+        tach.start(tmp_path / "x.tach", **kwargs)
+    assert says in str(e.value)
+    assert not tach.is_running()
+
+
+def test_python_m_tach_help_is_the_clap_definition(tmp_path):
+    """`python -m tach run --help` lists tach record's recording options."""
+    proc = subprocess.run([sys.executable, "-m", "tach", "run", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    record = subprocess.run(
+        [sys.executable, "-c", "import sys, tach._cli; sys.exit(tach._cli.main(sys.argv))", "record", "--help"],
+        capture_output=True, text=True,
+    )
+    for flag in ("--output", "--rate", "--mode", "--all-threads", "--opcodes", "--no-gc", "--blocking",
+                 "--no-blocking", "--compression", "--duration"):
+        assert flag in proc.stdout and flag in record.stdout, flag
+    assert "[possible values: auto, zstd, none]" in proc.stdout and "- exception:" in proc.stdout
+    # No program: clap's usage error (2).
+    proc = subprocess.run([sys.executable, "-m", "tach", "run", "-r", "10"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "SCRIPT" in proc.stderr, proc.stderr
+
+
+def test_in_process_passes_the_options_as_written(tmp_path):
+    """`tach record --in-process` runs `python -m tach run` with its options as given."""
+    script = write_script(tmp_path, CPU_RECURSION)
+    out = tmp_path / "inproc.tach"
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys, tach._cli; sys.exit(tach._cli.main(sys.argv))", "record",
+         "--in-process", "-o", str(out), "-r", "500", "--mode", "cpu", "-a", "--no-gc",
+         "--", sys.executable, str(script)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = _native.load(str(out))
+    assert data["interval_us"] == 2000
+    check_header(data, mode="cpu", features=["all_threads"], gc=False)
 
 
 def test_blocking_pauses_the_gil_holder_and_no_blocking_does_not(tmp_path):

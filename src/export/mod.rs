@@ -225,6 +225,11 @@ pub trait Exporter: Send + Sync {
     fn options(&self) -> &'static [FormatOption] {
         &[]
     }
+    /// Whether the output is bytes rather than UTF-8 text (Python's `export()` returns
+    /// `bytes` for these, `str` for the others). Datasets are binary.
+    fn binary(&self) -> bool {
+        self.dataset().is_some()
+    }
 }
 
 /// One option of one format, as [`Exporter::options`] declares it.
@@ -238,6 +243,79 @@ pub struct FormatOption {
     pub help: &'static str,
     /// Applies one occurrence (a switch gets ""); the error says what was wrong.
     pub apply: fn(&mut ExportOptions, &str) -> std::result::Result<(), String>,
+}
+
+/// Why a format option was refused: the same message from `tach export` and from
+/// Python's `export()` / `convert()` (both go through [`apply_options`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    #[error("--{option} is an option of --{owner}, not of --{format}")]
+    OtherFormat {
+        option: &'static str,
+        owner: &'static str,
+        format: &'static str,
+    },
+    #[error("--{option}: {message}")]
+    BadValue {
+        option: &'static str,
+        message: String,
+    },
+    #[error("unknown option '{name}': the formats' options are {}", option_names().join(", "))]
+    Unknown { name: String },
+}
+
+/// The option called `name` (`start-time`, or `start_time` as a Python keyword) and
+/// the format that declares it.
+pub fn find_option(name: &str) -> Option<(&'static dyn Exporter, &'static FormatOption)> {
+    let name = name.replace('_', "-");
+    REGISTRY
+        .iter()
+        .find_map(|&e| e.options().iter().find(|o| o.name == name).map(|o| (e, o)))
+}
+
+/// Every format's options, by name.
+pub fn option_names() -> Vec<&'static str> {
+    REGISTRY
+        .iter()
+        .flat_map(|e| e.options().iter().map(|o| o.name))
+        .collect()
+}
+
+/// Applies format options, each given by name with its values in order (a switch:
+/// given once, with no value), to `options` for an export to `format`, refusing those
+/// of another format and values their format refuses.
+pub fn apply_options<'a>(
+    format: &dyn Exporter,
+    given: impl IntoIterator<Item = (&'a str, &'a [String])>,
+    options: &mut ExportOptions,
+) -> std::result::Result<(), OptionError> {
+    for (name, values) in given {
+        let (owner, option) =
+            find_option(name).ok_or_else(|| OptionError::Unknown { name: name.into() })?;
+        if owner.name() != format.name() {
+            return Err(OptionError::OtherFormat {
+                option: option.name,
+                owner: owner.name(),
+                format: format.name(),
+            });
+        }
+        let bad = |message: String| OptionError::BadValue {
+            option: option.name,
+            message,
+        };
+        match option.value_name {
+            None => (option.apply)(options, "").map_err(bad)?,
+            Some(_) if values.len() > 1 && !option.repeatable => {
+                return Err(bad("given more than once".into()))
+            }
+            Some(_) => {
+                for value in values {
+                    (option.apply)(options, value).map_err(bad)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The several-file side of a format (see [`Exporter::dataset`]).
@@ -373,7 +451,41 @@ pub fn write_error(what: &str) -> impl Fn(std::io::Error) -> ExportError + '_ {
 
 #[cfg(test)]
 mod tests {
-    use super::StartTime;
+    use super::*;
+
+    #[test]
+    fn options_apply_to_their_own_format_only() {
+        let mut options = ExportOptions::default();
+        let (pprof, flamegraph) = (find("pprof").unwrap(), find("flamegraph").unwrap());
+        let none = ["none".to_string()];
+        apply_options(pprof, [("start_time", &none[..])], &mut options).unwrap();
+        assert_eq!(options.start_time, StartTime::Unset);
+        apply_options(flamegraph, [("per-thread", &[][..])], &mut options).unwrap();
+        assert!(options.per_thread);
+        let err = |format, name: &str, values: &[String]| {
+            let mut o = ExportOptions::default();
+            apply_options(format, [(name, values)], &mut o)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(flamegraph, "start-time", &none),
+            "--start-time is an option of --pprof, not of --flamegraph"
+        );
+        let heatmap = find("heatmap").unwrap();
+        assert_eq!(
+            err(heatmap, "source_root", &["x".into()]),
+            "--source-root: 'x': expected OLD=NEW (two non-empty paths)"
+        );
+        assert_eq!(
+            err(pprof, "start-time", &["1".into(), "2".into()]),
+            "--start-time: given more than once"
+        );
+        assert!(err(pprof, "colour", &[])
+            .starts_with("unknown option 'colour': the formats' options are "));
+        assert!(pprof.binary() && find("pstats").unwrap().binary());
+        assert!(!find("collapsed").unwrap().binary() && !heatmap.binary());
+    }
 
     #[test]
     fn start_time_spellings() {

@@ -37,6 +37,9 @@ impl Exporter for Pstats {
     fn extension(&self) -> &'static str {
         ".pstats"
     }
+    fn binary(&self) -> bool {
+        true
+    }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
         let bytes = pstats_bytes(input)?;
         out.write_all(&bytes).map_err(write_error("output"))

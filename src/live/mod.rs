@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::DefaultTerminal;
 
-use crate::record::cli::{exit_code, RecordCommand, RecordCommandError, STARTUP};
 use crate::record::external::{self, ExternalError, Recorded};
+use crate::record::options::{exit_code, RecordCommand, RecordCommandError, STARTUP};
 use crate::record::{RecordStats, Session};
 use crate::report::live::LiveProfile;
 use crate::report::{GroupBy, SortBy};
@@ -92,7 +92,7 @@ pub fn run(cmd: LiveCommand) -> Result<u8, LiveError> {
         return Err(RecordCommandError::NoCommand.into());
     }
     // Validate the options before anything starts.
-    rc.record_options(0)?;
+    rc.spec.validate()?;
     if !std::io::stdout().is_terminal() {
         return Err(LiveError::NoTerminal);
     }
@@ -212,12 +212,12 @@ fn watch(
 ) -> Result<(), LiveError> {
     let pid = target.pid();
     let rc = &cmd.record;
-    let mut opts = rc.record_options(pid)?;
+    let mut opts = rc.spec.record_options(pid)?;
     // Without -o the file is scratch: the view is the output.
-    let scratch = rc
-        .output
-        .is_none()
-        .then(|| std::env::temp_dir().join(format!("tach-top-{pid}-{}.tach", std::process::id())));
+    let scratch =
+        rc.spec.output.is_none().then(|| {
+            std::env::temp_dir().join(format!("tach-top-{pid}-{}.tach", std::process::id()))
+        });
     if let Some(path) = &scratch {
         opts.path = path.clone();
     }

@@ -12,12 +12,12 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 
 use super::arrow::ArrowStream;
-use crate::export::{self, batch, ExportError, ExportOptions, Exporter, StartTime};
+use crate::export::{self, batch, ExportError, ExportOptions, Exporter, OptionError};
 use crate::query::{QueryEngine, QueryError};
 use crate::tach::info::FileInfo;
 use crate::tach::{SampleFilter, TachFile};
@@ -202,9 +202,12 @@ impl NativeProfile {
         Ok(ArrowStream::new(df))
     }
 
-    /// Exports into `path` (Parquet: a directory of tables), or returns the bytes.
+    /// Exports into `path` (Parquet: a directory of tables), or returns the output:
+    /// `bytes` for a binary format, `str` for the others ([`Exporter::binary`]).
+    /// `options`: the format's own options by name, with their values as `tach export`
+    /// takes them, applied and checked by the registry as there.
     #[pyo3(signature = (format, path=None, *, threads=None, start=None, end=None,
-                        status=None, per_thread=false, title=None, source_root=None, start_time=None))]
+                        status=None, title=None, options=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn export<'py>(
         &self,
@@ -215,20 +218,12 @@ impl NativeProfile {
         start: Option<f64>,
         end: Option<f64>,
         status: Option<Vec<String>>,
-        per_thread: bool,
         title: Option<String>,
-        source_root: Option<Vec<(String, String)>>,
-        start_time: Option<String>,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        options: Vec<(String, Vec<String>)>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let exporter = exporter(format)?;
         let filter = filter(threads, start, end, status)?;
-        let options = ExportOptions {
-            per_thread,
-            title,
-            source_roots: source_root.unwrap_or_default(),
-            start_time: start_time_option(start_time)?,
-            replace: false,
-        };
+        let options = export_options(exporter, title, &options)?;
         let engine = self.engine.clone();
         let input = self.path.clone();
         let out = interruptible(py, None, move || -> export::Result<Option<Vec<u8>>> {
@@ -246,15 +241,43 @@ impl NativeProfile {
             }
         })?
         .map_err(export_error)?;
-        Ok(out.map(|b| PyBytes::new(py, &b)))
+        let Some(bytes) = out else { return Ok(None) };
+        if exporter.binary() {
+            return Ok(Some(PyBytes::new(py, &bytes).into_any()));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            PyRuntimeError::new_err(format!("tach: {format} wrote invalid UTF-8: {e}"))
+        })?;
+        Ok(Some(PyString::new(py, &text).into_any()))
     }
 }
 
-/// `start_time=` as `tach export --start-time` takes it (None: estimated from the file).
-fn start_time_option(text: Option<String>) -> PyResult<StartTime> {
-    text.map_or(Ok(StartTime::default()), |t| {
-        StartTime::parse(&t).map_err(|e| PyValueError::new_err(format!("start_time: {e}")))
-    })
+/// The export options of a Python call: the title, and the formats' own options
+/// applied by the registry ([`export::apply_options`], as for `tach export`): another
+/// format's option and a bad value get the CLI's message (TachError, a ValueError); an
+/// option no format has is a TypeError, as an unknown keyword is.
+fn export_options(
+    exporter: &dyn Exporter,
+    title: Option<String>,
+    given: &[(String, Vec<String>)],
+) -> PyResult<ExportOptions> {
+    let mut options = ExportOptions {
+        title,
+        ..ExportOptions::default()
+    };
+    let given = given.iter().map(|(name, v)| (name.as_str(), v.as_slice()));
+    export::apply_options(exporter, given, &mut options).map_err(|e| match e {
+        OptionError::Unknown { name } => {
+            let mut known: Vec<String> = ["threads", "start", "end", "status", "title"]
+                .into_iter()
+                .map(String::from)
+                .collect();
+            known.extend(export::option_names().iter().map(|n| n.replace('-', "_")));
+            PyTypeError::new_err(format!("unknown filter {name}: use {}", known.join(", ")))
+        }
+        other => TachError::new_err(other.to_string()),
+    })?;
+    Ok(options)
 }
 
 /// SQL over several files (globs expanded as by the CLI).
@@ -273,7 +296,7 @@ fn query(py: Python<'_>, sql: String, paths: Vec<PathBuf>) -> PyResult<ArrowStre
 /// input order; a bad file does not stop the others.
 #[pyfunction]
 #[pyo3(signature = (paths, format, out_dir, workers=None, *, threads=None, start=None,
-                    end=None, status=None, per_thread=false, title=None, source_root=None, start_time=None))]
+                    end=None, status=None, title=None, options=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn convert(
     py: Python<'_>,
@@ -285,20 +308,12 @@ fn convert(
     start: Option<f64>,
     end: Option<f64>,
     status: Option<Vec<String>>,
-    per_thread: bool,
     title: Option<String>,
-    source_root: Option<Vec<(String, String)>>,
-    start_time: Option<String>,
+    options: Vec<(String, Vec<String>)>,
 ) -> PyResult<Vec<(PathBuf, PathBuf, Option<String>)>> {
     let exporter = exporter(format)?;
     let filter = filter(threads, start, end, status)?;
-    let options = ExportOptions {
-        per_thread,
-        title,
-        source_roots: source_root.unwrap_or_default(),
-        start_time: start_time_option(start_time)?,
-        replace: false,
-    };
+    let options = export_options(exporter, title, &options)?;
     if workers == Some(0) {
         return Err(PyValueError::new_err("workers must be at least 1"));
     }
@@ -337,12 +352,12 @@ fn table_columns(name: &str) -> PyResult<Vec<(&'static str, &'static str)>> {
         .ok_or_else(|| TachError::new_err(format!("no table {name}")))
 }
 
-/// (name, description, extension) of every export format.
+/// (name, description, extension, binary) of every export format.
 #[pyfunction]
-fn export_formats() -> Vec<(&'static str, &'static str, &'static str)> {
+fn export_formats() -> Vec<(&'static str, &'static str, &'static str, bool)> {
     export::REGISTRY
         .iter()
-        .map(|e| (e.name(), e.description(), e.extension()))
+        .map(|e| (e.name(), e.description(), e.extension(), e.binary()))
         .collect()
 }
 

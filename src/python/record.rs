@@ -2,15 +2,18 @@
 //! The friendly API (`tach.start`, `tach.profile`, `python -m tach run`) is in
 //! `python/tach/`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use clap::Parser;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::record::cli::RecordCommand;
+use crate::names;
+use crate::record::options::{CellArgs, RecordSpec};
 use crate::record::resolve::Types;
 use crate::record::target;
 use crate::record::{RecordStats, Session};
@@ -45,19 +48,19 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
     SESSION.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Starts recording into `path`. The options are `tach record`'s, validated by the same
-/// code (`RecordCommand::record_options`): a rate in Hz or an interval, the mode's and
-/// compression's names, blocking by default at 1 kHz and below. Raises ValueError for a
-/// bad option, RuntimeError if a recording is running or the interpreter cannot be
-/// sampled or the file cannot be created.
+/// Starts recording into `path` (default `tach_<pid>.tach`). The options are `tach
+/// record`'s: they fill the same [`RecordSpec`], whose names (the mode's, the
+/// compression's) and checks are every front end's, with the same messages. Raises
+/// ValueError for a bad option, RuntimeError if a recording is running or the
+/// interpreter cannot be sampled or the file cannot be created.
 #[pyfunction]
-#[pyo3(signature = (path, rate=None, interval_us=None, mode="wall", all_threads=false,
+#[pyo3(signature = (path=None, *, rate=None, interval_us=None, mode="wall", all_threads=false,
                     opcodes=false, compression="auto", duration=None, hidden=Vec::new(),
                     gc=true, blocking=None))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
-    path: PathBuf,
+    path: Option<PathBuf>,
     rate: Option<f64>,
     interval_us: Option<u64>,
     mode: &str,
@@ -69,21 +72,126 @@ fn start(
     gc: bool,
     blocking: Option<bool>,
 ) -> PyResult<()> {
-    let command = RecordCommand {
-        output: Some(path),
+    // A field added to RecordSpec (a new flag of tach record and python -m tach run)
+    // is off here until it gets a keyword: hence the update, needless today.
+    #[allow(clippy::needless_update)]
+    let spec = RecordSpec {
+        output: path,
         rate,
         interval_us,
-        mode: Some(mode.to_string()),
+        mode: Some(names::parse("mode", mode).map_err(PyValueError::new_err)?),
         all_threads,
         opcodes,
         no_gc: !gc,
-        blocking,
-        compression: Some(compression.to_string()),
+        blocking: blocking == Some(true),
+        no_blocking: blocking == Some(false),
+        compression: Some(names::parse("compression", compression).map_err(PyValueError::new_err)?),
         duration,
-        ..RecordCommand::new(Vec::new())
+        ..RecordSpec::default()
     };
-    let mut opts = command
-        .record_options(std::process::id() as i32)
+    start_spec(py, &spec, hidden)
+}
+
+/// `python -m tach ARGS` parsed by the clap definition `tach record` uses
+/// ([`crate::record::options::parse_python_main`]), and its options checked:
+/// `(request, "", 0)`, or `(None, message, exit status)` with clap's own message (or
+/// its help, with status 0) or the checks' (`tach: ...`, status 2).
+#[pyfunction]
+fn parse_main(argv: Vec<OsString>) -> (Option<RunRequest>, String, i32) {
+    checked(crate::record::options::parse_python_main(argv).map(|run| {
+        let (module, program) = run.program();
+        RunRequest {
+            spec: run.spec,
+            quiet: run.quiet,
+            module,
+            program,
+        }
+    }))
+}
+
+/// `%%tach`'s options (`argv` without the program name), as [`parse_main`] parses.
+#[pyfunction]
+fn parse_cell(argv: Vec<OsString>) -> (Option<RunRequest>, String, i32) {
+    let words = std::iter::once(OsString::from("%%tach")).chain(argv);
+    checked(CellArgs::try_parse_from(words).map(|cell| RunRequest {
+        spec: cell.spec,
+        quiet: cell.quiet,
+        module: None,
+        program: Vec::new(),
+    }))
+}
+
+fn checked(parsed: Result<RunRequest, clap::Error>) -> (Option<RunRequest>, String, i32) {
+    match parsed {
+        Err(e) => (None, e.render().to_string(), e.exit_code()),
+        Ok(request) => match request
+            .spec
+            .validate()
+            .and_then(|()| request.spec.check_in_process())
+        {
+            Err(e) => (None, format!("tach: {e}\n"), 2),
+            Ok(()) => (Some(request), String::new(), 0),
+        },
+    }
+}
+
+/// A parsed `python -m tach run` or `%%tach`: the recording's options and the program.
+#[pyclass(module = "tach._native", frozen)]
+pub struct RunRequest {
+    spec: RecordSpec,
+    quiet: bool,
+    module: Option<OsString>,
+    program: Vec<OsString>,
+}
+
+#[pymethods]
+impl RunRequest {
+    /// No summary line at the end (`-q`).
+    #[getter]
+    fn quiet(&self) -> bool {
+        self.quiet
+    }
+
+    /// The module to run (`-m MODULE`), or None for a script.
+    #[getter]
+    fn module(&self) -> Option<OsString> {
+        self.module.clone()
+    }
+
+    /// The script and its arguments, or the module's arguments.
+    #[getter]
+    fn program(&self) -> Vec<OsString> {
+        self.program.clone()
+    }
+
+    /// `-o`, if given.
+    #[getter]
+    fn output(&self) -> Option<PathBuf> {
+        self.spec.output.clone()
+    }
+}
+
+/// Starts recording as a parsed command line asks ([`parse_main`], [`parse_cell`]),
+/// into `path` if given (instead of `-o`).
+#[pyfunction]
+#[pyo3(signature = (request, *, path=None, hidden=Vec::new()))]
+fn start_request(
+    py: Python<'_>,
+    request: &RunRequest,
+    path: Option<PathBuf>,
+    hidden: Vec<String>,
+) -> PyResult<()> {
+    let mut spec = request.spec.clone();
+    if path.is_some() {
+        spec.output = path;
+    }
+    start_spec(py, &spec, hidden)
+}
+
+fn start_spec(py: Python<'_>, spec: &RecordSpec, hidden: Vec<String>) -> PyResult<()> {
+    let mut opts = spec
+        .check_in_process()
+        .and_then(|()| spec.record_options(std::process::id() as i32))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     opts.hidden_prefixes = hidden;
     let mut guard = lock();
@@ -99,7 +207,7 @@ fn start(
     if let Some(old) = guard.take() {
         old.stop();
     }
-    let target = target::this_process(version(py), interpreter_types(py)?, opcodes)
+    let target = target::this_process(version(py), interpreter_types(py)?, opts.opcodes)
         .map_err(PyRuntimeError::new_err)?;
     let session =
         Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
@@ -253,12 +361,16 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Blocking by default at and below 1 kHz: one threshold for every front end.
     m.add(
         "BLOCKING_MIN_INTERVAL_US",
-        crate::record::cli::BLOCKING_MIN_INTERVAL_US,
+        crate::record::options::BLOCKING_MIN_INTERVAL_US,
     )?;
     // Overhead figures only mean something for an optimised build.
     m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_main, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_cell, m)?)?;
+    m.add_function(wrap_pyfunction!(start_request, m)?)?;
+    m.add_class::<RunRequest>()?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
     m.add_function(wrap_pyfunction!(is_running, m)?)?;
     m.add_function(wrap_pyfunction!(samples_written, m)?)?;

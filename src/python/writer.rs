@@ -102,11 +102,12 @@ fn parse_compression(c: &Bound<'_, PyAny>) -> PyResult<Compression> {
         };
     }
     let name: String = c.extract()?;
-    crate::record::cli::recording_compression(&name.to_lowercase()).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "unknown compression {name:?} (expected auto, zstd or none)"
-        ))
-    })
+    crate::names::parse::<crate::record::options::CompressionChoice>(
+        "compression",
+        &name.to_lowercase(),
+    )
+    .map(Compression::from)
+    .map_err(PyValueError::new_err)
 }
 
 /// CPython's capture_config mapping ({"all_threads": bool, ...}) or None.

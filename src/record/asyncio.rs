@@ -34,22 +34,12 @@ use super::memory::{MemoryReader, ReadError};
 use super::resolve::{read_unicode, Types};
 
 /// Which tasks a sample shows (CPython's `--async-mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AsyncMode {
     /// The task running on each thread, under the tasks that await it.
     Running,
     /// Every task, waiting ones included: one stack per task nobody else awaits.
     All,
-}
-
-impl AsyncMode {
-    pub fn from_name(name: &str) -> Option<AsyncMode> {
-        match name {
-            "running" => Some(AsyncMode::Running),
-            "all" => Some(AsyncMode::All),
-            _ => None,
-        }
-    }
 }
 
 /// Why async-aware stacks cannot be read from an interpreter.

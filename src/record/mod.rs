@@ -20,7 +20,7 @@
 //! - `native`: native stacks of another process's threads (`--native`), walked with
 //!   framehop and spliced with the Python frames.
 //! - `children`: `--subprocesses`, recording the target's child Python processes.
-//! - `cli`: the command line that runs a Python program under the recorder.
+//! - `options`: how to record (one typed spec for every front end) and `tach record`.
 //!
 //! See `docs/recorder.md` for the design.
 
@@ -30,7 +30,6 @@
 pub(crate) mod asyncio;
 pub(crate) mod attach;
 mod children;
-pub(crate) mod cli;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod clock;
 mod elf;
@@ -43,6 +42,7 @@ mod linetable;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod memory;
 mod native;
+pub mod options;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod pause;
 mod ptrace_pause;

@@ -25,10 +25,11 @@ use crate::tach::index::{first_timestamp, StackTable};
 use crate::tach::{SampleFilter, TachFile};
 
 /// Which share is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Metric {
     /// Samples with the key running (innermost).
     #[default]
+    #[value(name = "self")]
     SelfShare,
     /// Samples with the key anywhere on the stack (once per sample).
     Total,
@@ -36,20 +37,10 @@ pub enum Metric {
 
 impl Metric {
     pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "self" => Ok(Metric::SelfShare),
-            "total" => Ok(Metric::Total),
-            _ => Err(ReportError::Usage(format!(
-                "unknown metric '{name}': use self or total"
-            ))),
-        }
+        crate::names::parse(Self::WHAT, name).map_err(ReportError::Usage)
     }
-    fn name(self) -> &'static str {
-        match self {
-            Metric::SelfShare => "self",
-            Metric::Total => "total",
-        }
-    }
+    /// What a value is, in messages (`unknown metric 'x': use self or total`).
+    pub const WHAT: &'static str = "metric";
 }
 
 #[derive(Debug, Clone)]
@@ -129,7 +120,7 @@ pub struct Side {
 pub struct DiffReport {
     #[serde(skip)]
     pub by: GroupBy,
-    pub metric: &'static str,
+    pub metric: String,
     pub alpha: f64,
     pub base: Side,
     pub new: Side,
@@ -516,7 +507,7 @@ pub fn diff(
     };
     Ok(DiffReport {
         by: options.by,
-        metric: options.metric.name(),
+        metric: crate::names::name(&options.metric),
         alpha: options.alpha,
         base: side(base, &base_samples),
         new: side(new, &new_samples),

@@ -36,7 +36,7 @@ pub enum ReportError {
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
 /// What one row of a report stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum GroupBy {
     /// (filename, function name): every line of a function together.
     #[default]
@@ -49,15 +49,10 @@ pub enum GroupBy {
 
 impl GroupBy {
     pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "function" => Ok(GroupBy::Function),
-            "line" => Ok(GroupBy::Line),
-            "file" => Ok(GroupBy::File),
-            _ => Err(ReportError::Usage(format!(
-                "unknown grouping '{name}': use function, line or file"
-            ))),
-        }
+        crate::names::parse(Self::WHAT, name).map_err(ReportError::Usage)
     }
+    /// What a value is, in messages (`unknown grouping 'x': use function, line or file`).
+    pub const WHAT: &'static str = "grouping";
 }
 
 /// A row's identity. `lineno` is 0 unless grouped by line (0 also for a frame without

@@ -6,7 +6,7 @@ use super::diff::DiffReport;
 use super::top::{TopReport, TopRow};
 use super::{GroupBy, Key, ReportError, Result};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
     #[default]
     Table,
@@ -16,15 +16,10 @@ pub enum Format {
 
 impl Format {
     pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "table" => Ok(Format::Table),
-            "csv" => Ok(Format::Csv),
-            "json" => Ok(Format::Json),
-            _ => Err(ReportError::Usage(format!(
-                "unknown format '{name}': use table, csv or json"
-            ))),
-        }
+        crate::names::parse(Self::WHAT, name).map_err(ReportError::Usage)
     }
+    /// What a value is, in messages (`unknown format 'x': use table, csv or json`).
+    pub const WHAT: &'static str = "format";
 }
 
 /// A CSV field, quoted when it must be (RFC 4180).

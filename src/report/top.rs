@@ -9,12 +9,14 @@ use super::{seconds_at, FrameKeys, GroupBy, Key, Keys, Result};
 use crate::tach::{ProfileIndex, SampleFilter, TachFile};
 
 /// The order of the rows (largest first, except by name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SortBy {
     /// Self time.
     #[default]
+    #[value(name = "self")]
     SelfTime,
     /// Total time.
+    #[value(name = "total")]
     TotalTime,
     /// Self samples (differs from self time when the files' intervals differ).
     Samples,
@@ -24,16 +26,10 @@ pub enum SortBy {
 
 impl SortBy {
     pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "self" => Ok(SortBy::SelfTime),
-            "total" => Ok(SortBy::TotalTime),
-            "samples" => Ok(SortBy::Samples),
-            "name" => Ok(SortBy::Name),
-            _ => Err(super::ReportError::Usage(format!(
-                "unknown sort '{name}': use self, total, samples or name"
-            ))),
-        }
+        crate::names::parse(Self::WHAT, name).map_err(super::ReportError::Usage)
     }
+    /// What a value is, in messages (`unknown sort 'x': use self, total, samples or name`).
+    pub const WHAT: &'static str = "sort";
 }
 
 #[derive(Debug, Clone, Default)]

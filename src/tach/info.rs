@@ -130,4 +130,121 @@ impl FileInfo {
             frames_written: mix.frames_written,
         })
     }
+
+    /// `tach info`'s text as (label, value) rows: the CLI prints them (the
+    /// [`std::fmt::Display`] below), Python's `Info` shows them in its repr and notebook table.
+    pub fn rows(&self) -> Vec<(String, String)> {
+        let i = self;
+        let mut rows = Vec::new();
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        row("file", format!("{} ({} bytes)", i.path, i.file_size));
+        row(
+            "format",
+            format!("version {}, {:?}-endian", i.format_version, i.byte_order).to_lowercase(),
+        );
+        row("python", i.python_version.clone());
+        row(
+            "mode",
+            format!(
+                "{} (config word 0x{:x})",
+                i.profiling_mode.name(),
+                i.config_word
+            ),
+        );
+        row(
+            "capture features",
+            match &i.capture_features {
+                Some(f) if f.is_empty() => "none".into(),
+                Some(f) => f.join(", "),
+                None => "not recorded".into(),
+            },
+        );
+        row(
+            "interval",
+            format!(
+                "{} us ({:.0} Hz)",
+                i.sample_interval_us,
+                if i.sample_interval_us > 0 {
+                    1e6 / i.sample_interval_us as f64
+                } else {
+                    0.0
+                }
+            ),
+        );
+        row("start time", format!("{} us (monotonic)", i.start_time_us));
+        row("samples", format!("{} (thread-samples)", i.sample_count));
+        row("threads", i.thread_count.to_string());
+        row(
+            "strings / frames",
+            format!("{} / {}", i.string_count, i.frame_count),
+        );
+        row(
+            "duration",
+            format!("{:.3} s (first to last sample)", i.duration_s),
+        );
+        let ratio = i
+            .compression_ratio
+            .map(|r| format!(", ratio {r:.1}x"))
+            .unwrap_or_default();
+        row(
+            "sample data",
+            format!(
+                "{} bytes stored, {} bytes decoded ({}{ratio})",
+                i.sample_bytes_stored,
+                i.sample_bytes,
+                match i.compression {
+                    super::Compression::None => "uncompressed",
+                    super::Compression::Zstd => "zstd",
+                }
+            ),
+        );
+        match &i.stats {
+            Some(st) => {
+                let pct = |v: Option<f64>| v.map(|v| format!("{v:.2}%")).unwrap_or("-".into());
+                row(
+                    "stats block",
+                    format!(
+                        "duration {:.3} s, rate {:.1} Hz, errors {}, missed {} ({} bytes)",
+                        st.duration_s,
+                        st.sample_rate_hz,
+                        pct(st.error_rate_pct),
+                        pct(st.missed_samples_pct),
+                        st.block_size
+                    ),
+                );
+            }
+            None => row("stats block", "none".into()),
+        }
+        let total: u64 = i.records.values().map(|r| r.records).sum();
+        for name in ["REPEAT", "FULL", "SUFFIX", "POP_PUSH"] {
+            let r = &i.records[name];
+            let share = if total > 0 {
+                100.0 * r.records as f64 / total as f64
+            } else {
+                0.0
+            };
+            row(
+                &format!("records {name}"),
+                format!("{} ({share:.1}%), {} samples", r.records, r.samples),
+            );
+        }
+        row(
+            "frames per sample",
+            format!(
+                "{:.1} ({} frame indices stored)",
+                i.frames_per_sample, i.frames_written
+            ),
+        );
+        rows
+    }
+}
+
+impl std::fmt::Display for FileInfo {
+    /// `tach info`'s text: one row per line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (label, value) in self.rows() {
+            writeln!(f, "  {label:<22} {value}")?;
+        }
+        Ok(())
+    }
 }

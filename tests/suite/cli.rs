@@ -172,3 +172,45 @@ fn format_options_come_from_the_registry() {
         assert!(err.contains(message), "{args:?}: {err}");
     }
 }
+
+/// The recording options are one definition (`record::options::RecordSpec`) for `tach
+/// record` and `tach top`'s live view (and `python -m tach run` and `tach.start()`, in
+/// python/tests/test_record.py): a bad one gets the same message and status from each,
+/// before anything is started.
+#[test]
+fn a_bad_recording_option_says_the_same_everywhere() {
+    for (flags, message) in [
+        (
+            &["--mode", "bogus"][..],
+            "unknown mode 'bogus': use wall, cpu, gil or exception",
+        ),
+        (
+            &["--compression", "lz4"],
+            "unknown compression 'lz4': use auto, zstd or none",
+        ),
+        (
+            &["-r", "0"],
+            "the rate must be a positive number of samples per second, not 0",
+        ),
+        (
+            &["-d", "nan"],
+            "the duration must be a positive number of seconds, not NaN",
+        ),
+    ] {
+        for front in [
+            &["record", "--pid", "1"][..],
+            &["record", "--in-process"],
+            &["top", "--pid", "1"],
+        ] {
+            let mut args: Vec<&str> = front.to_vec();
+            args.extend_from_slice(flags);
+            if front[1] == "--in-process" {
+                args.extend(["--", "python3", "-c", "pass"]);
+            }
+            let o = tach().args(&args).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains(message), "{args:?}: {err}");
+        }
+    }
+}

@@ -71,6 +71,9 @@ impl Exporter for Pprof {
     fn extension(&self) -> &'static str {
         ".pb.gz"
     }
+    fn binary(&self) -> bool {
+        true
+    }
     fn export(&self, input: &ExportInput<'_>, out: &mut dyn Write) -> Result<()> {
         let profile = build(input)?;
         let bytes = profile.encode_to_vec();

@@ -1,0 +1,133 @@
+//! Closed sets of named values (a recording mode, a sort order, a report format), each
+//! named once: clap's `ValueEnum` derive gives every variant its name, and every front
+//! end (the CLI, `python -m tach run`, the Python keywords) turns a name into the value
+//! with [`parse`], so a bad name gets one message everywhere and `--help` lists the
+//! names from the same place ([`parser`]).
+
+use std::ffi::OsStr;
+use std::marker::PhantomData;
+
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::ValueEnum;
+
+/// The value of `E` called `text`, or the message every front end gives:
+/// `unknown mode 'x': use wall, cpu, gil or exception`.
+pub fn parse<E: ValueEnum>(what: &str, text: &str) -> Result<E, String> {
+    E::value_variants()
+        .iter()
+        .find(|v| {
+            v.to_possible_value()
+                .is_some_and(|p| p.matches(text, false))
+        })
+        .cloned()
+        .ok_or_else(|| format!("unknown {what} '{text}': use {}", listed::<E>()))
+}
+
+/// The names of `E`'s values: "a, b or c".
+pub fn listed<E: ValueEnum>() -> String {
+    let names: Vec<String> = possible::<E>().map(|p| p.get_name().to_string()).collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The name of `value` (`E`'s own, as `--help` shows it).
+pub fn name<E: ValueEnum>(value: &E) -> String {
+    value
+        .to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
+fn possible<E: ValueEnum>() -> std::vec::IntoIter<PossibleValue> {
+    let values: Vec<PossibleValue> = E::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value())
+        .filter(|p| !p.is_hide_set())
+        .collect();
+    values.into_iter()
+}
+
+/// clap's parser for a value of `E`: [`parse`]'s message on a bad name, and the names
+/// as `--help`'s possible values.
+pub fn parser<E: ValueEnum + Clone + Send + Sync + 'static>(what: &'static str) -> Parser<E> {
+    Parser {
+        what,
+        values: PhantomData,
+    }
+}
+
+/// See [`parser`].
+#[derive(Clone)]
+pub struct Parser<E> {
+    what: &'static str,
+    values: PhantomData<fn() -> E>,
+}
+
+impl<E: ValueEnum + Clone + Send + Sync + 'static> TypedValueParser for Parser<E> {
+    type Value = E;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<E, clap::Error> {
+        parse(self.what, &value.to_string_lossy()).map_err(|message| {
+            clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n"))
+                .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(possible::<E>()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
+    enum Fruit {
+        Apple,
+        BloodOrange,
+        Pear,
+    }
+
+    #[test]
+    fn names_come_from_the_enum() {
+        assert_eq!(
+            parse::<Fruit>("fruit", "blood-orange"),
+            Ok(Fruit::BloodOrange)
+        );
+        assert_eq!(
+            parse::<Fruit>("fruit", "kiwi"),
+            Err("unknown fruit 'kiwi': use apple, blood-orange or pear".into())
+        );
+        assert_eq!(name(&Fruit::Pear), "pear");
+        let cmd =
+            clap::Command::new("t").arg(clap::Arg::new("f").long("fruit").value_parser(parser::<
+                Fruit,
+            >(
+                "fruit"
+            )));
+        let m = cmd.clone().try_get_matches_from(["t", "--fruit", "pear"]);
+        assert_eq!(m.unwrap().get_one::<Fruit>("f"), Some(&Fruit::Pear));
+        let err = cmd
+            .clone()
+            .try_get_matches_from(["t", "--fruit", "kiwi"])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err
+            .to_string()
+            .contains("unknown fruit 'kiwi': use apple, blood-orange or pear"));
+        let help = cmd.clone().render_help().to_string();
+        assert!(
+            help.contains("[possible values: apple, blood-orange, pear]"),
+            "{help}"
+        );
+    }
+}
