@@ -58,13 +58,20 @@ const AGGREGATES: [&str; 20] = [
     "corr",
 ];
 
-/// `sql` with SQL's count type and column names, or why it is refused. The text is
-/// parsed as polars parses it; a text that does not parse is returned unchanged (the
-/// guard reports the syntax error).
-pub fn apply(
-    sql: &str,
-    scalar: &mut dyn FnMut(&str) -> Option<String>,
-) -> Result<String, QueryError> {
+/// What the rewrites ask of the engine: a scalar subquery's value as a SQL literal,
+/// and which output columns of a query are numbers (both None when it does not run).
+pub struct Probes<'a> {
+    pub scalar: &'a mut dyn FnMut(&str) -> Option<String>,
+    pub numeric: &'a mut dyn FnMut(&str) -> Option<Vec<bool>>,
+}
+
+/// `sql` with SQL's count type, column names, rounding and division, and the forms
+/// polars lacks rewritten (EXISTS, windows over aggregates, hidden ORDER BY aggregates,
+/// mixed-direction windows), or why it is refused. The text is parsed as polars parses
+/// it; a text that does not parse is returned unchanged (the guard reports the syntax
+/// error).
+pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
+    let Probes { scalar, numeric } = probes;
     let Ok(mut statements) = Parser::new(&GenericDialect)
         .with_options(ParserOptions {
             trailing_commas: true,
@@ -78,21 +85,25 @@ pub fn apply(
     let [Statement::Query(query)] = statements.as_mut_slice() else {
         return Ok(sql.to_string());
     };
+    let mut changed = false;
+    let _ = VisitMut::visit(
+        query.as_mut(),
+        &mut ScalarSubqueries {
+            scalar: &mut *scalar,
+            changed: &mut changed,
+        },
+    );
+    changed |= super::exists::rewrite(query, &mut *scalar)?;
+    name_aggregates(query, &mut changed);
+    changed |= super::grouped::rewrite(query);
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut WindowOverAggregate) {
         return Err(e);
     }
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut OrderByUnselectedAggregate) {
         return Err(e);
     }
-    let mut changed = false;
-    let _ = VisitMut::visit(
-        query.as_mut(),
-        &mut ScalarSubqueries {
-            scalar,
-            changed: &mut changed,
-        },
-    );
-    name_aggregates(query, &mut changed);
+    changed |= super::windows::rewrite(query, numeric);
+    let _ = VisitMut::visit(query.as_mut(), &mut Arithmetic(&mut changed));
     let _ = VisitMut::visit(query.as_mut(), &mut CountsAreBigint(&mut changed));
     // ORDER BY a count needs no cast (the order is the same), and polars cannot match a
     // cast count in ORDER BY against its aggregates: take those casts off again.
@@ -135,12 +146,23 @@ fn function_name(f: &Function) -> String {
     f.name.to_string().to_ascii_lowercase()
 }
 
-fn is_aggregate(f: &Function) -> bool {
+pub(super) fn is_aggregate(f: &Function) -> bool {
     f.over.is_none() && AGGREGATES.contains(&function_name(f).as_str())
 }
 
+/// True when `e` holds a window function (not in a subquery).
+pub(super) fn has_window(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = e.visit(&mut FnVisitor(|x: &Expr| {
+        if let Expr::Function(f) = x {
+            found |= f.over.is_some();
+        }
+    }));
+    found
+}
+
 /// True when `e` holds an aggregate call (not a window).
-fn has_aggregate(e: &Expr) -> bool {
+pub(super) fn has_aggregate(e: &Expr) -> bool {
     let mut found = false;
     let _ = e.visit(&mut FnVisitor(|x: &Expr| {
         if let Expr::Function(f) = x {
@@ -456,6 +478,182 @@ fn rounded(e: &Expr) -> Option<Expr> {
         .try_with_sql(&format!("round({e})"))
         .and_then(|mut p| p.parse_expr())
         .ok()
+}
+
+/// Rounding and integer division as SQL does them (DuckDB, PostgreSQL):
+/// - `round(x)` and `round(x, n)` round half away from zero (2.5 -> 3, -2.5 -> -3);
+///   polars' `round` rounds half to even. `round(x, n)` is `r(x * 10^n) / 10^n` (for a
+///   negative n, `r(x / 10^-n) * 10^-n`), as DuckDB computes it on a DOUBLE, with
+///   `r(y) = sign(y) * (floor(|y|) + (|y| - floor(|y|) >= 0.5))`, exact for every
+///   double (`y - floor(y)` has no rounding error).
+/// - `a // b` on integers truncates towards zero (-7 // 2 = -3); polars floors (-4).
+///   DuckDB's `//` on a fraction is plain division (-7.5 // 2 = -3.75).
+struct Arithmetic<'a>(&'a mut bool);
+
+fn parsed(text: &str) -> Option<Expr> {
+    Parser::new(&GenericDialect)
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_expr())
+        .ok()
+}
+
+/// `round(x, n)` half away from zero, as SQL text.
+fn round_half_away(x: &Expr, places: i64) -> Option<String> {
+    if places.unsigned_abs() > 22 {
+        // 10^n is no longer an exact double: leave it to polars (which refuses n < 0).
+        return None;
+    }
+    let scale = format!("{}.0", 10u128.pow(places.unsigned_abs() as u32));
+    let y = match places {
+        0 => format!("({x})"),
+        p if p > 0 => format!("(({x}) * {scale})"),
+        _ => format!("(({x}) / {scale})"),
+    };
+    let r = format!(
+        "(sign({y}) * (floor(abs({y})) + CASE WHEN abs({y}) - floor(abs({y})) >= 0.5 \
+         THEN 1 ELSE 0 END))"
+    );
+    Some(match places {
+        0 => r,
+        p if p > 0 => format!("({r} / {scale})"),
+        _ => format!("({r} * {scale})"),
+    })
+}
+
+/// `round(literal, n)` computed exactly on the literal's decimal digits, half away from
+/// zero: DuckDB reads `2.345` as a DECIMAL, so `round(2.345, 2)` is 2.35, while the
+/// DOUBLE nearest 2.345 is below it and rounds to 2.34.
+fn round_literal(x: &Expr, places: i64) -> Option<String> {
+    let (negative, text) = match x {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Number(n, _) => (false, n.clone()),
+            _ => return None,
+        },
+        Expr::UnaryOp {
+            op: sqlparser::ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(v) => match &v.value {
+                sqlparser::ast::Value::Number(n, _) => (true, n.clone()),
+                _ => return None,
+            },
+            _ => return None,
+        },
+        _ => return None,
+    };
+    if text.contains(['e', 'E']) || !(-18..=18).contains(&places) {
+        return None;
+    }
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 36 {
+        return None;
+    }
+    // The value is digits * 10^-scale; keep digits down to 10^-places.
+    let scale = fraction.len() as i64;
+    let drop = scale - places;
+    let value: u128 = digits.parse().ok()?;
+    let kept = if drop <= 0 {
+        value
+    } else {
+        let unit = 10u128.checked_pow(u32::try_from(drop).ok()?)?;
+        let (q, r) = (value / unit, value % unit);
+        q + u128::from(r * 2 >= unit)
+    };
+    // kept * 10^-(scale - drop) = kept * 10^-min(scale, places)
+    let exponent = scale.min(places);
+    let magnitude = if exponent >= 0 {
+        let s = format!("{kept:0>width$}", width = exponent as usize + 1);
+        let (w, f) = s.split_at(s.len() - exponent as usize);
+        if f.is_empty() {
+            w.to_string()
+        } else {
+            format!("{w}.{f}")
+        }
+    } else {
+        format!("{kept}{}", "0".repeat(exponent.unsigned_abs() as usize))
+    };
+    let zero = magnitude.bytes().all(|b| b == b'0' || b == b'.');
+    Some(if negative && !zero {
+        format!("-{magnitude}")
+    } else {
+        magnitude
+    })
+}
+
+/// An integer literal argument (`2`, `-1`).
+fn integer_literal(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: sqlparser::ast::UnaryOperator::Minus,
+            expr,
+        } => integer_literal(expr).map(|n: i64| -n),
+        Expr::Nested(inner) => integer_literal(inner),
+        _ => None,
+    }
+}
+
+impl VisitorMut for Arithmetic<'_> {
+    type Break = ();
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        let replacement = match e {
+            Expr::Function(f) if f.over.is_none() && function_name(f) == "round" => {
+                let FunctionArguments::List(list) = &f.args else {
+                    return ControlFlow::Continue(());
+                };
+                let args: Vec<&Expr> = list
+                    .args
+                    .iter()
+                    .filter_map(|a| match a {
+                        sqlparser::ast::FunctionArg::Unnamed(
+                            sqlparser::ast::FunctionArgExpr::Expr(e),
+                        ) => Some(e),
+                        _ => None,
+                    })
+                    .collect();
+                match (args.as_slice(), list.args.len()) {
+                    ([x], 1) => round_literal(x, 0).or_else(|| round_half_away(x, 0)),
+                    ([x, n], 2) => integer_literal(n)
+                        .and_then(|n| round_literal(x, n).or_else(|| round_half_away(x, n))),
+                    _ => None,
+                }
+            }
+            Expr::BinaryOp {
+                left,
+                op: sqlparser::ast::BinaryOperator::DuckIntegerDivide,
+                right,
+            } => Some(if is_fractional(left) || is_fractional(right) {
+                format!("(({left}) / ({right}))")
+            } else {
+                // polars' `//` floors; truncation differs when the signs differ and
+                // the division leaves a remainder.
+                format!(
+                    "(CASE WHEN ({left}) % ({right}) <> 0 AND (({left}) < 0) <> (({right}) < 0) \
+                     THEN ({left}) // ({right}) + 1 ELSE ({left}) // ({right}) END)"
+                )
+            }),
+            Expr::BinaryOp {
+                left,
+                op: sqlparser::ast::BinaryOperator::Modulo,
+                right,
+            } => Some(format!(
+                // polars' `%` takes the sign of the divisor (-7 % 2 = 1); SQL's
+                // remainder takes the dividend's (-1).
+                "(CASE WHEN ({left}) % ({right}) <> 0 AND (({left}) < 0) <> (({right}) < 0) \
+                 THEN ({left}) % ({right}) - ({right}) ELSE ({left}) % ({right}) END)"
+            )),
+            _ => None,
+        };
+        if let Some(new) = replacement.as_deref().and_then(parsed) {
+            *e = new;
+            *self.0 = true;
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// `count(...)` -> `CAST(count(...) AS BIGINT)` wherever it appears.

@@ -1165,3 +1165,80 @@ fn distinct_stacks_answer_equals_the_query_as_written() {
     }
     assert!(rewritten >= 30, "{rewritten}");
 }
+
+// Issue 30: SQL's arithmetic and the forms polars lacks, rewritten before polars runs.
+
+/// The query polars runs for `sql` (checked and rewritten).
+fn rewritten(e: &QueryEngine, sql: &str) -> String {
+    e.rewritten(sql).unwrap_or_else(|err| panic!("{sql}\n{err}"))
+}
+
+#[test]
+fn unsigned_columns_subtract_below_zero_as_signed_integers() {
+    let bin = "stdlib_tests_large.bin";
+    let (_, samples) = decoded(bin);
+    let depths: Vec<i64> = samples.iter().map(|s| s.stack.len() as i64).collect();
+    let (lo, hi) = (
+        *depths.iter().min().unwrap(),
+        *depths.iter().max().unwrap(),
+    );
+    let e = engine(&[bin]);
+    let df = run(&e, "select min(depth) - max(depth) as d, -max(depth) as m from samples");
+    assert_eq!(ints(&df, "d"), [Some(lo - hi)]);
+    assert_eq!(ints(&df, "m"), [Some(-hi)]);
+    assert!(lo - hi < 0);
+    // A filter on a difference that goes below zero.
+    let below = samples
+        .iter()
+        .filter(|s| s.stack.first().is_some_and(|&f| (f as i64) - 10 < 0))
+        .count() as i64;
+    let df = run(&e, "select count(*) as n from samples where frame_id - 10 < 0");
+    assert_eq!(ints(&df, "n"), [Some(below)]);
+    assert!(below > 0);
+    let df = run(&e, "select min(stack_id - 5) as m from samples");
+    assert_eq!(ints(&df, "m"), [Some(-5)]);
+    // Every id column is a signed 64-bit integer in SQL, in every table.
+    for table in ["samples", "stacks", "frames", "stack_counts", "sample_frames"] {
+        let df = run(&e, &format!("select * from {table} limit 1"));
+        for c in df.columns() {
+            assert!(
+                !c.dtype().is_unsigned_integer(),
+                "{table}.{} is {}",
+                c.name(),
+                c.dtype()
+            );
+        }
+    }
+}
+
+#[test]
+fn counting_still_reads_grouped_samples_and_only_the_columns_used() {
+    let e = engine(&["stdlib_tests_large.bin"]);
+    let plan = e
+        .explain("select depth - 10 as rel, count(*) as n from samples group by rel")
+        .unwrap();
+    assert!(plan.contains("__tach_samples"), "{plan}");
+    let plan = e.explain("select funcname from samples").unwrap();
+    assert!(plan.contains("1/19"), "{plan}");
+}
+
+#[test]
+fn round_is_half_away_from_zero_and_integer_division_truncates() {
+    let e = engine(&["cpu_recursive.bin"]);
+    let df = run(
+        &e,
+        "select round(2.5) as a, round(-2.5) as b, round(2.345, 2) as c, \
+         round(-1250, -2) as d, round(x, 1) as e, round(-x) as f, \
+         7 // 2 as g, -7 // 2 as h, -7 % 2 as i \
+         from (select 0.25 as x)",
+    );
+    assert_eq!(floats(&df, "a"), [Some(3.0)]);
+    assert_eq!(floats(&df, "b"), [Some(-3.0)]);
+    assert_eq!(floats(&df, "c"), [Some(2.35)]);
+    assert_eq!(floats(&df, "d"), [Some(-1300.0)]);
+    assert_eq!(floats(&df, "e"), [Some(0.3)]);
+    assert_eq!(floats(&df, "f"), [Some(-0.0)]);
+    assert_eq!(ints(&df, "g"), [Some(3)]);
+    assert_eq!(ints(&df, "h"), [Some(-3)]);
+    assert_eq!(ints(&df, "i"), [Some(-1)]);
+}
