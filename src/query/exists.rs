@@ -107,7 +107,15 @@ fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
             conjuncts(*left, out);
             conjuncts(*right, out);
         }
-        Expr::Nested(inner) if matches!(inner.as_ref(), Expr::BinaryOp { op: BinaryOperator::And, .. }) => {
+        Expr::Nested(inner)
+            if matches!(
+                inner.as_ref(),
+                Expr::BinaryOp {
+                    op: BinaryOperator::And,
+                    ..
+                }
+            ) =>
+        {
             conjuncts(*inner, out)
         }
         other => out.push(other),
@@ -132,7 +140,9 @@ impl Each<'_> {
             "SELECT count(*) FROM ({subquery}) AS __tach_exists"
         ))?;
         let found = count.trim().parse::<i64>().ok()? > 0;
-        Some(Expr::Value(sqlparser::ast::Value::Boolean(found != negated).into()))
+        Some(Expr::Value(
+            sqlparser::ast::Value::Boolean(found != negated).into(),
+        ))
     }
 
     /// The semi or anti join that answers a correlated EXISTS in `select`'s WHERE.
@@ -220,9 +230,10 @@ impl Each<'_> {
             .enumerate()
             .map(|(k, (o, _))| format!("{o} = {alias}.{alias}_{k}"))
             .collect();
-        let text = inner_select
-            .to_string()
-            .replacen("SELECT", &format!("SELECT {}", items.join(", ")), 1);
+        let text =
+            inner_select
+                .to_string()
+                .replacen("SELECT", &format!("SELECT {}", items.join(", ")), 1);
         let kind = if negated { "ANTI" } else { "SEMI" };
         Ok(format!(
             "{kind} JOIN ({text}) AS {alias} ON {}",

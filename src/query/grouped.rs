@@ -105,7 +105,9 @@ fn ident(name: &str) -> Expr {
 fn output_name(e: &Expr) -> String {
     match e {
         Expr::Identifier(i) => i.value.clone(),
-        Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.clone()).unwrap_or_default(),
+        Expr::CompoundIdentifier(parts) => {
+            parts.last().map(|i| i.value.clone()).unwrap_or_default()
+        }
         _ => e.to_string(),
     }
 }
@@ -136,9 +138,11 @@ impl Stage {
             Expr::Identifier(i) => i.value.clone(),
             _ => return None,
         };
-        let mut found = self.keys.iter().enumerate().filter(|(_, (k, last))| {
-            last.as_deref() == Some(name.as_str()) || *k == name
-        });
+        let mut found = self
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(_, (k, last))| last.as_deref() == Some(name.as_str()) || *k == name);
         match (found.next(), found.next()) {
             (Some((i, _)), None) => Some(i),
             _ => None,
@@ -153,6 +157,12 @@ impl Stage {
 impl VisitorMut for Stage {
     type Break = ();
     fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        // An output name put in QUALIFY above stays one.
+        if let Expr::Identifier(i) = e {
+            if self.in_order_by && i.quote_style.is_some() && self.aliases.contains(&i.value) {
+                return ControlFlow::Continue(());
+            }
+        }
         if let Some(i) = self.key(e) {
             *e = ident(&format!("__tach_k{i}"));
             return ControlFlow::Continue(());
@@ -210,11 +220,12 @@ fn two_stages(q: &Query) -> Option<Query> {
     {
         return None;
     }
-    if select
-        .projection
-        .iter()
-        .any(|i| !matches!(i, SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }))
-    {
+    if select.projection.iter().any(|i| {
+        !matches!(
+            i,
+            SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }
+        )
+    }) {
         return None;
     }
     // Each key as an expression: an alias or an ordinal names a SELECT item.
@@ -283,12 +294,28 @@ fn two_stages(q: &Query) -> Option<Query> {
         stage.substitute(&mut h);
         h
     });
-    let qualify = select.qualify.clone().map(|mut e| {
+    // polars evaluates QUALIFY over the outer items only: an item's expression there is
+    // that item's name, and nothing else of the inner stage may remain.
+    let item_names: Vec<(String, Expr)> = select
+        .projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::UnnamedExpr(e) => Some((output_name(e), e.clone())),
+            SelectItem::ExprWithAlias { expr, alias } => Some((alias.value.clone(), expr.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut qualify = select.qualify.clone();
+    if let Some(e) = qualify.as_mut() {
+        let _ = VisitMut::visit(e, &mut ItemsToNames(&item_names));
         stage.in_order_by = true;
-        stage.substitute(&mut e);
+        let before = stage.stray;
+        stage.substitute(e);
         stage.in_order_by = false;
-        e
-    });
+        if stage.stray != before || e.to_string().contains("__tach_") {
+            return None;
+        }
+    }
     let mut query = q.clone();
     if let Some(o) = query.order_by.as_mut() {
         if let OrderByKind::Expressions(exprs) = &mut o.kind {
@@ -329,11 +356,14 @@ fn two_stages(q: &Query) -> Option<Query> {
     if inner_items.is_empty() {
         return None;
     }
-    let group_by: Vec<String> = (0..key_exprs.len()).map(|i| format!("__tach_k{i}")).collect();
+    let group_by: Vec<String> = (0..key_exprs.len())
+        .map(|i| format!("__tach_k{i}"))
+        .collect();
     inner.group_by = GroupByExpr::Expressions(Vec::new(), Vec::new());
-    let inner_text = inner
-        .to_string()
-        .replacen("SELECT", &format!("SELECT {}", inner_items.join(", ")), 1);
+    let inner_text =
+        inner
+            .to_string()
+            .replacen("SELECT", &format!("SELECT {}", inner_items.join(", ")), 1);
     let inner_text = if group_by.is_empty() {
         inner_text
     } else {
@@ -362,6 +392,20 @@ fn two_stages(q: &Query) -> Option<Query> {
     };
     query.body = parsed.body;
     Some(query)
+}
+
+/// A SELECT item's expression -> that item's output name.
+struct ItemsToNames<'a>(&'a [(String, Expr)]);
+
+impl VisitorMut for ItemsToNames<'_> {
+    type Break = ();
+    fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        let text = e.to_string();
+        if let Some((name, _)) = self.0.iter().find(|(_, item)| item.to_string() == text) {
+            *e = Expr::Identifier(Ident::with_quote('"', name.clone()));
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// An identifier naming a SELECT alias -> that item's expression.

@@ -254,7 +254,12 @@ impl QueryEngine {
     /// (nothing runs).
     fn numeric_columns(&self, sql: &str) -> Option<Vec<bool>> {
         let schema = self.execute(sql).ok()?.collect_schema().ok()?;
-        Some(schema.iter_values().map(|t| t.is_primitive_numeric()).collect())
+        Some(
+            schema
+                .iter_values()
+                .map(|t| t.is_primitive_numeric())
+                .collect(),
+        )
     }
 
     fn execute(&self, sql: &str) -> Result<LazyFrame> {

@@ -86,11 +86,13 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
         return Ok(sql.to_string());
     };
     let mut changed = false;
+    let with = query.with.as_ref().map(|w| w.to_string());
     let _ = VisitMut::visit(
         query.as_mut(),
         &mut ScalarSubqueries {
             scalar: &mut *scalar,
             changed: &mut changed,
+            with,
         },
     );
     changed |= super::exists::rewrite(query, &mut *scalar)?;
@@ -122,13 +124,24 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
 struct ScalarSubqueries<'a, 'b> {
     scalar: &'a mut dyn FnMut(&str) -> Option<String>,
     changed: &'b mut bool,
+    /// The top query's WITH, which a subquery may name (`(select n from totals)`).
+    with: Option<String>,
 }
 
 impl VisitorMut for ScalarSubqueries<'_, '_> {
     type Break = ();
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         if let Expr::Subquery(q) = e {
-            if let Some(literal) = (self.scalar)(&q.to_string()) {
+            let alone = (self.scalar)(&q.to_string());
+            let with_ctes = || match (&self.with, &q.with) {
+                (Some(w), None) => Some(format!("{w} {q}")),
+                _ => None,
+            };
+            let value = match alone {
+                Some(v) => Some(v),
+                None => with_ctes().and_then(|text| (self.scalar)(&text)),
+            };
+            if let Some(literal) = value {
                 if let Ok(value) = Parser::new(&GenericDialect)
                     .try_with_sql(&literal)
                     .and_then(|mut p| p.parse_expr())
@@ -362,6 +375,7 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                 }
                 // GROUP BY two qualified columns of one name (`l.funcname, p.funcname`):
                 // polars names both keys "funcname" and fails; group by their aliases.
+                // The same for a qualified column selected under another name.
                 if let GroupByExpr::Expressions(keys, _) = &mut select.group_by {
                     let last = |e: &Expr| match e {
                         Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()),
@@ -370,9 +384,7 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                     let names: Vec<Option<String>> = keys.iter().map(last).collect();
                     for (k, key) in keys.iter_mut().enumerate() {
                         let Some(n) = &names[k] else { continue };
-                        if names.iter().filter(|m| m.as_ref() == Some(n)).count() < 2 {
-                            continue;
-                        }
+                        let shared = names.iter().filter(|m| m.as_ref() == Some(n)).count() > 1;
                         let text = key.to_string();
                         let alias = select.projection.iter().find_map(|item| match item {
                             SelectItem::ExprWithAlias { expr, alias }
@@ -382,7 +394,9 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                             }
                             _ => None,
                         });
-                        if let Some(alias) = alias {
+                        // Also one renamed (`s.funcname as parent`): polars then looks
+                        // for "funcname:s" among the grouped columns and fails.
+                        if let Some(alias) = alias.filter(|a| shared || a.value != *n) {
                             *key = Expr::Identifier(alias);
                             *self.0 = true;
                         }
@@ -739,7 +753,13 @@ mod tests {
     use super::*;
 
     fn apply_plain(sql: &str) -> Result<String, QueryError> {
-        apply(sql, &mut |_| None)
+        apply(
+            sql,
+            Probes {
+                scalar: &mut |_| None,
+                numeric: &mut |_| None,
+            },
+        )
     }
 
     #[test]
@@ -766,15 +786,15 @@ mod tests {
     }
 
     #[test]
-    fn a_window_over_an_aggregate_is_refused_with_the_rewrite() {
-        let e = apply_plain(
+    fn a_window_over_an_aggregate_runs_over_the_grouped_rows() {
+        let out = apply_plain(
             "select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname",
         )
-        .unwrap_err()
-        .to_string();
+        .unwrap();
         assert!(
-            e.contains("sum(count(*)) OVER ()") && e.contains("with t as"),
-            "{e}"
+            out.contains("FROM (SELECT funcname AS __tach_k0, CAST(count(*) AS BIGINT) AS __tach_a0 FROM samples GROUP BY __tach_k0) AS __tach_grouped")
+                && out.contains("__tach_a0 * 100.0 / sum(__tach_a0) OVER ()"),
+            "{out}"
         );
         // The working forms are left alone.
         for ok in [
@@ -782,7 +802,16 @@ mod tests {
              select funcname, n * 100.0 / sum(n) over () as pct from t",
             "select sample, row_number() over (order by time_s) from samples",
         ] {
-            assert!(apply_plain(ok).is_ok(), "{ok}");
+            assert!(!apply_plain(ok).unwrap().contains("__tach"), "{ok}");
         }
+    }
+
+    #[test]
+    fn rounding_and_remainders_follow_sql() {
+        let out =
+            apply_plain("select round(2.345, 2), round(-2.5), round(x, 1), -7 % 2 from t").unwrap();
+        assert!(out.contains("2.35") && out.contains("-3"), "{out}");
+        assert!(out.contains("floor(abs(((x) * 10.0)))"), "{out}");
+        assert!(!out.contains("round("), "{out}");
     }
 }

@@ -12,8 +12,8 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, Function, OrderByExpr, Query, SelectItem, SetExpr, UnaryOperator, VisitMut,
-    VisitorMut, WindowType, With,
+    Expr, Function, OrderByExpr, Query, SelectItem, SetExpr, UnaryOperator, VisitMut, VisitorMut,
+    WindowType, With,
 };
 
 /// Rewrites the mixed-direction windows of every SELECT of `query`. `numeric` tells,
@@ -42,8 +42,9 @@ fn is_mixed(order: &[OrderByExpr]) -> bool {
 /// Rewrites the mixed-direction windows of one SELECT's expressions (not those of its
 /// subqueries, which the outer walk meets with their own SELECT).
 struct Fix<'a, 'b> {
-    /// The probe's text around the keys: `WITH ... SELECT ` and ` FROM ... LIMIT 0`.
-    before: &'a str,
+    /// The probe's text around the keys: `WITH ... SELECT ` (with ever fewer CTEs)
+    /// and ` FROM ... LIMIT 0`.
+    befores: &'a [String],
     after: &'a str,
     numeric: &'a mut dyn FnMut(&str) -> Option<Vec<bool>>,
     changed: &'b mut bool,
@@ -53,14 +54,20 @@ struct Fix<'a, 'b> {
 impl Fix<'_, '_> {
     fn fix(&mut self, order: &mut [OrderByExpr]) {
         let keys: Vec<String> = order.iter().map(|o| o.expr.to_string()).collect();
-        let probe = format!("{}{}{}", self.before, keys.join(", "), self.after);
-        let Some(numbers) = (self.numeric)(&probe) else {
+        // A CTE after the one this window is in may not plan yet (it may hold this
+        // very window): the longest prefix of the WITH that plans is used.
+        let Some(numbers) = self.befores.iter().find_map(|before| {
+            (self.numeric)(&format!("{before}{}{}", keys.join(", "), self.after))
+        }) else {
             return;
         };
         if numbers.len() != order.len() {
             return;
         }
-        let asc: Vec<bool> = order.iter().map(|o| o.options.asc.unwrap_or(true)).collect();
+        let asc: Vec<bool> = order
+            .iter()
+            .map(|o| o.options.asc.unwrap_or(true))
+            .collect();
         // Negate the keys of one direction, all numbers, to the other: to all
         // ascending (flip = false) or all descending (flip = true).
         let flip = if (0..asc.len()).all(|k| asc[k] || numbers[k]) {
@@ -118,17 +125,22 @@ impl VisitorMut for Each<'_> {
             return ControlFlow::Continue(());
         };
         let from: Vec<String> = select.from.iter().map(|t| t.to_string()).collect();
-        let before = format!(
-            "{}SELECT ",
-            with.map(|w| format!("{w} ")).unwrap_or_default()
-        );
+        let mut befores = Vec::new();
+        if let Some(w) = with {
+            for n in (1..=w.cte_tables.len()).rev() {
+                let mut prefix = w.clone();
+                prefix.cte_tables.truncate(n);
+                befores.push(format!("{prefix} SELECT "));
+            }
+        }
+        befores.push("SELECT ".to_string());
         let after = if from.is_empty() {
             " LIMIT 0".to_string()
         } else {
             format!(" FROM {} LIMIT 0", from.join(", "))
         };
         let mut fix = Fix {
-            before: &before,
+            befores: &befores,
             after: &after,
             numeric: &mut *self.numeric,
             changed: &mut self.changed,

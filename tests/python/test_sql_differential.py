@@ -99,10 +99,11 @@ def is_clean_refusal(stderr):
             and "Some(" not in text and "None," not in text)
 
 
-@pytest.mark.parametrize("sql,refused", QUERIES, ids=[f"q{i}" for i in range(len(QUERIES))])
+@pytest.mark.parametrize("index,sql,refused", [(i, s, r) for i, (s, r) in enumerate(QUERIES)],
+                         ids=[f"q{i}" for i in range(len(QUERIES))])
 @pytest.mark.parametrize("name", FILES)
-def test_tach_query_gives_duckdbs_answer_or_refuses(parquet, name, sql, refused):
-    outcome = OUTCOMES.setdefault(sql, {})
+def test_tach_query_gives_duckdbs_answer_or_refuses(parquet, name, index, sql, refused):
+    outcome = OUTCOMES.setdefault(index, {})
     outcome[name] = "wrong"
     run = subprocess.run([tach_bin(), "query", "--format", "json", sql, GOLDEN / name],
                          capture_output=True, text=True)

@@ -1,6 +1,10 @@
 -- Queries run by tests/python/test_sql_differential.py through `tach query` over golden
 -- TACH files and through DuckDB over tach's own Parquet export of the same files.
--- Each query ends with ';'. A query after '-- shares and totals
+-- Each query ends with ';'. A query after '-- refused: TEXT' must be refused by tach (exit 2)
+-- with one clean sentence holding TEXT; every other one must give DuckDB's answer.
+-- Every query orders its rows completely, so rows compare in order.
+
+-- shares and totals
 with t as (select filename, count(*) as n from samples group by filename) select filename, n, round(n * 100.0 / sum(n) over (), 3) as pct from t order by n desc, filename limit 15;
 with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, n * 1.0 / (select count(*) from samples) as share from t order by share desc, thread_id;
 select funcname, count(*) as n from samples where has_gil group by funcname order by n desc, funcname limit 10;
@@ -82,9 +86,7 @@ select cast(time_s as bigint) as sec, count(*) as n from samples group by sec or
 (select funcname from samples where has_gil) union (select funcname from samples where main_thread) order by funcname limit 20;
 select funcname, count(*) as n from samples group by funcname order by n desc, funcname limit 5 offset 5;
 
--- refused' must be refused by tach (exit 2)
--- with a message that shows the rewrite; every other one must give DuckDB's answer.
--- Every query orders its rows completely, so rows compare in order.
+-- counts, names, lag
 
 select count(*) from samples;
 select count(*) as n from samples where has_gil;
@@ -129,17 +131,13 @@ select cast(time_s * 2 as int) as t, count(*) as n from samples group by t order
 select cast(-time_s as int) as t, count(*) as n from samples group by t order by t;
 select cast(thread_id as bigint) as t, cast(lineno as int) as l, count(*) as n from samples group by t, l order by n desc, t, l limit 10;
 
--- refused: with t as
-select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc limit 3;
--- refused: with t as
-select thread_id, count(*) as n, sum(count(*)) over () as total from samples group by thread_id;
+select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc, funcname limit 3;
+select thread_id, count(*) as n, sum(count(*)) over () as total from samples group by thread_id order by thread_id;
 -- refused: ROWS BETWEEN
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, avg(n) over (order by sec rows between 1 preceding and 1 following) as smooth from b order by sec;
 -- refused: subquery comparisons
 select funcname from samples x where depth > (select avg(depth) from samples y where y.thread_id = x.thread_id) order by sample limit 5;
--- refused: unsupported function
 with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, rank() over (order by n) as r from t order by thread_id;
--- refused: ORDER BY count(*) sorts by an aggregate
 select thread_id from samples group by thread_id order by count(*) desc, thread_id limit 1;
 -- refused: unsupported function
 select percentile_cont(0.5) within group (order by depth) as median_depth from samples;
@@ -192,7 +190,6 @@ select cast(depth / 3 as bigint) as third, count(*) as n from samples group by t
 
 -- shares and ranks over grouped rows (a window over an aggregate)
 select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc, funcname limit 10;
-select thread_id, count(*) as n, sum(count(*)) over () as total from samples group by thread_id order by thread_id;
 select thread_id, count(*) as n, round(100.0 * count(*) / sum(count(*)) over (), 2) as pct from samples group by thread_id order by n desc, thread_id;
 select funcname, count(*) as n, count(*) - avg(count(*)) over () as above_mean from samples group by funcname order by n desc, funcname limit 10;
 select main_thread, count(*) as n, max(count(*)) over () as biggest from samples group by main_thread order by main_thread;
@@ -206,7 +203,6 @@ select thread_id, count(*) as n from samples group by thread_id qualify rank() o
 select funcname, count(*) as n, lag(count(*)) over (order by count(*) desc, funcname) as previous from samples group by funcname order by n desc, funcname limit 10;
 
 -- ORDER BY an aggregate that is not selected
-select thread_id from samples group by thread_id order by count(*) desc, thread_id limit 1;
 select funcname from samples group by funcname order by count(*) desc, funcname limit 10;
 select filename, funcname from samples group by filename, funcname order by count(*) desc, filename, funcname limit 10;
 select funcname, min(time_s) as first_s from samples group by funcname order by max(time_s) - min(time_s) desc, funcname limit 10;
@@ -214,7 +210,6 @@ select thread_id, max(depth) as deepest from samples group by thread_id order by
 select s.funcname from samples s group by s.funcname order by count(distinct s.thread_id) desc, count(*) desc, s.funcname limit 10;
 
 -- rank, dense_rank and row_number with mixed directions
-with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, rank() over (order by n) as r from t order by thread_id;
 with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, rank() over (order by n desc) as r, dense_rank() over (order by n desc) as d from t order by r, funcname limit 20;
 with t as (select thread_id, funcname, count(*) as n from samples group by thread_id, funcname), r as (select thread_id, funcname, n, rank() over (partition by thread_id order by n desc) as k from t) select thread_id, funcname, n from r where k <= 3 order by thread_id, n desc, funcname;
 with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, row_number() over (order by n desc, funcname) as k from t order by k limit 10;
@@ -282,3 +277,11 @@ select funcname from samples where has_gil except select funcname from samples w
 select funcname from samples where has_gil intersect select funcname from samples where depth > 5 order by funcname limit 20;
 select count(*) as n from (select funcname from samples union all select funcname from frames);
 select count(distinct funcname || ':' || coalesce(cast(lineno as varchar), '?')) as lines from samples;
+
+-- refused, each with one sentence
+-- refused: only as a condition of WHERE
+select count(*) as n from samples x where has_gil or exists (select 1 from stacks s where s.stack_id = x.stack_id and s.funcname = 'main');
+-- refused: only equalities
+select count(*) as n from samples x where exists (select 1 from stacks s where s.stack_id > x.stack_id);
+-- refused: unsupported function
+select funcname, ntile(4) over (order by funcname) as quartile from (select distinct funcname from samples) order by funcname;
