@@ -811,7 +811,7 @@ mod tests {
         let out =
             apply_plain("select round(2.345, 2), round(-2.5), round(x, 1), -7 % 2 from t").unwrap();
         assert!(out.contains("2.35") && out.contains("-3"), "{out}");
-        assert!(out.contains("floor(abs(((x) * 10.0)))"), "{out}");
+        assert!(out.contains("FLOOR(abs(((x) * 10.0)))"), "{out}");
         assert!(!out.contains("round("), "{out}");
     }
 }
