@@ -7,6 +7,8 @@
 //! - [`output`] prints or writes results.
 
 pub(crate) mod batches;
+mod exists;
+mod grouped;
 mod guard;
 pub(crate) mod opnames;
 pub mod output;
@@ -16,6 +18,7 @@ pub(crate) mod samples_parquet;
 mod schema;
 mod semantics;
 pub(crate) mod tables;
+mod windows;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -195,7 +198,10 @@ impl QueryEngine {
     fn context(&self) -> Result<SQLContext> {
         let ctx = SQLContext::new();
         for name in TABLES.into_iter().chain([pushdown::GROUPED_TABLE]) {
-            ctx.register(name, self.table(name)?);
+            let lf = signed(self.table(name)?).map_err(|e| QueryError::Sql {
+                message: e.to_string(),
+            })?;
+            ctx.register(name, lf);
         }
         Ok(ctx)
     }
@@ -211,11 +217,17 @@ impl QueryEngine {
             let mut ctx = self.context().ok()?;
             for (k, columns) in r.distinct_stacks.iter().enumerate() {
                 let name = format!("{}_{k}", pushdown::DISTINCT_STACKS_TABLE);
-                ctx.register(&name, self.distinct_stacks(columns).ok()?);
+                ctx.register(&name, signed(self.distinct_stacks(columns).ok()?).ok()?);
             }
             same_output(&original, ctx.execute(&r.sql).ok()?)
         });
         Ok(rewritten.unwrap_or(original))
+    }
+
+    /// The SQL text polars runs for `sql`: checked, with SQL's semantics and the forms
+    /// polars lacks rewritten (before the count pushdown, which `--explain` shows).
+    pub fn rewritten(&self, sql: &str) -> Result<String> {
+        self.checked(sql)
     }
 
     /// The checked query as a lazy frame, exactly as written (no count pushdown): the
@@ -229,7 +241,25 @@ impl QueryEngine {
     /// its uncorrelated scalar subqueries evaluated.
     fn checked(&self, sql: &str) -> Result<String> {
         guard::check(sql, &TABLES)?;
-        semantics::apply(sql, &mut |sub| self.scalar_literal(sub))
+        semantics::apply(
+            sql,
+            semantics::Probes {
+                scalar: &mut |sub| self.scalar_literal(sub),
+                numeric: &mut |probe| self.numeric_columns(probe),
+            },
+        )
+    }
+
+    /// For each output column of `sql`, whether it is a number, from polars' plan
+    /// (nothing runs).
+    fn numeric_columns(&self, sql: &str) -> Option<Vec<bool>> {
+        let schema = self.execute(sql).ok()?.collect_schema().ok()?;
+        Some(
+            schema
+                .iter_values()
+                .map(|t| t.is_primitive_numeric())
+                .collect(),
+        )
     }
 
     fn execute(&self, sql: &str) -> Result<LazyFrame> {
@@ -274,6 +304,26 @@ impl QueryEngine {
     }
 }
 
+/// `lf` with every unsigned integer column cast to a signed 64-bit one: how SQL sees
+/// the tables. polars' arithmetic keeps an unsigned type unsigned and wraps (`min(depth)
+/// - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never true); SQL's
+/// integers are signed. The cast is strict: a `thread_id` above 2^63 is an error, never
+/// a negative number. It is a projection after the scan, so polars still pushes the
+/// columns a query uses, its filters and its LIMIT into the scan.
+fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
+    let schema = lf.collect_schema()?;
+    let casts: Vec<Expr> = schema
+        .iter()
+        .filter(|(_, dtype)| dtype.is_unsigned_integer())
+        .map(|(name, _)| col(name.clone()).strict_cast(DataType::Int64))
+        .collect();
+    Ok(if casts.is_empty() {
+        lf
+    } else {
+        lf.with_columns(casts)
+    })
+}
+
 /// `rewritten` with `original`'s column names, when it has the same number of
 /// columns of the same types (the names of unaliased aggregates differ: polars names
 /// `count(*)` `len` and `sum(w)` `w`).
@@ -291,8 +341,10 @@ fn same_output(original: &LazyFrame, rewritten: LazyFrame) -> Option<LazyFrame> 
 }
 
 /// polars' message; for a missing column, the columns of the tables the query names.
+/// Some of polars' messages print the parser's syntax tree (`expression Exists {
+/// subquery: Query { with: None, ...`): those are cut to the construct's name.
 fn sql_error(sql: &str, e: PolarsError) -> QueryError {
-    let mut message = e.to_string();
+    let mut message = without_syntax_tree(&e.to_string());
     if matches!(e, PolarsError::ColumnNotFound(_)) {
         let lower = sql.to_lowercase();
         let named: Vec<&str> = TABLES
@@ -312,6 +364,28 @@ fn sql_error(sql: &str, e: PolarsError) -> QueryError {
         }
     }
     QueryError::Sql { message }
+}
+
+/// `message` up to the first Rust debug dump of a syntax tree node (`Name { field: `),
+/// which is cut to the node's name, the construct.
+fn without_syntax_tree(message: &str) -> String {
+    for (i, _) in message.match_indices(" { ") {
+        let start = message[..i]
+            .rfind(|c: char| !c.is_alphanumeric())
+            .map_or(0, |p| p + 1);
+        let word = &message[start..i];
+        let field = message[i + 3..].split(':').next().unwrap_or("");
+        if word.starts_with(|c: char| c.is_ascii_uppercase())
+            && !field.is_empty()
+            && field.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        {
+            return format!(
+                "{}{word} is not supported by tach query's SQL engine",
+                &message[..start]
+            );
+        }
+    }
+    message.to_string()
 }
 
 /// The tables and their columns, for `--schema` (see [`schema`]).

@@ -58,13 +58,20 @@ const AGGREGATES: [&str; 20] = [
     "corr",
 ];
 
-/// `sql` with SQL's count type and column names, or why it is refused. The text is
-/// parsed as polars parses it; a text that does not parse is returned unchanged (the
-/// guard reports the syntax error).
-pub fn apply(
-    sql: &str,
-    scalar: &mut dyn FnMut(&str) -> Option<String>,
-) -> Result<String, QueryError> {
+/// What the rewrites ask of the engine: a scalar subquery's value as a SQL literal,
+/// and which output columns of a query are numbers (both None when it does not run).
+pub struct Probes<'a> {
+    pub scalar: &'a mut dyn FnMut(&str) -> Option<String>,
+    pub numeric: &'a mut dyn FnMut(&str) -> Option<Vec<bool>>,
+}
+
+/// `sql` with SQL's count type, column names, rounding and division, and the forms
+/// polars lacks rewritten (EXISTS, windows over aggregates, hidden ORDER BY aggregates,
+/// mixed-direction windows), or why it is refused. The text is parsed as polars parses
+/// it; a text that does not parse is returned unchanged (the guard reports the syntax
+/// error).
+pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
+    let Probes { scalar, numeric } = probes;
     let Ok(mut statements) = Parser::new(&GenericDialect)
         .with_options(ParserOptions {
             trailing_commas: true,
@@ -78,21 +85,27 @@ pub fn apply(
     let [Statement::Query(query)] = statements.as_mut_slice() else {
         return Ok(sql.to_string());
     };
+    let mut changed = false;
+    let with = query.with.as_ref().map(|w| w.to_string());
+    let _ = VisitMut::visit(
+        query.as_mut(),
+        &mut ScalarSubqueries {
+            scalar: &mut *scalar,
+            changed: &mut changed,
+            with,
+        },
+    );
+    changed |= super::exists::rewrite(query, &mut *scalar)?;
+    name_aggregates(query, &mut changed);
+    changed |= super::grouped::rewrite(query);
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut WindowOverAggregate) {
         return Err(e);
     }
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut OrderByUnselectedAggregate) {
         return Err(e);
     }
-    let mut changed = false;
-    let _ = VisitMut::visit(
-        query.as_mut(),
-        &mut ScalarSubqueries {
-            scalar,
-            changed: &mut changed,
-        },
-    );
-    name_aggregates(query, &mut changed);
+    changed |= super::windows::rewrite(query, numeric);
+    let _ = VisitMut::visit(query.as_mut(), &mut Arithmetic(&mut changed));
     let _ = VisitMut::visit(query.as_mut(), &mut CountsAreBigint(&mut changed));
     // ORDER BY a count needs no cast (the order is the same), and polars cannot match a
     // cast count in ORDER BY against its aggregates: take those casts off again.
@@ -111,13 +124,24 @@ pub fn apply(
 struct ScalarSubqueries<'a, 'b> {
     scalar: &'a mut dyn FnMut(&str) -> Option<String>,
     changed: &'b mut bool,
+    /// The top query's WITH, which a subquery may name (`(select n from totals)`).
+    with: Option<String>,
 }
 
 impl VisitorMut for ScalarSubqueries<'_, '_> {
     type Break = ();
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         if let Expr::Subquery(q) = e {
-            if let Some(literal) = (self.scalar)(&q.to_string()) {
+            let alone = (self.scalar)(&q.to_string());
+            let with_ctes = || match (&self.with, &q.with) {
+                (Some(w), None) => Some(format!("{w} {q}")),
+                _ => None,
+            };
+            let value = match alone {
+                Some(v) => Some(v),
+                None => with_ctes().and_then(|text| (self.scalar)(&text)),
+            };
+            if let Some(literal) = value {
                 if let Ok(value) = Parser::new(&GenericDialect)
                     .try_with_sql(&literal)
                     .and_then(|mut p| p.parse_expr())
@@ -135,12 +159,23 @@ fn function_name(f: &Function) -> String {
     f.name.to_string().to_ascii_lowercase()
 }
 
-fn is_aggregate(f: &Function) -> bool {
+pub(super) fn is_aggregate(f: &Function) -> bool {
     f.over.is_none() && AGGREGATES.contains(&function_name(f).as_str())
 }
 
+/// True when `e` holds a window function (not in a subquery).
+pub(super) fn has_window(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = e.visit(&mut FnVisitor(|x: &Expr| {
+        if let Expr::Function(f) = x {
+            found |= f.over.is_some();
+        }
+    }));
+    found
+}
+
 /// True when `e` holds an aggregate call (not a window).
-fn has_aggregate(e: &Expr) -> bool {
+pub(super) fn has_aggregate(e: &Expr) -> bool {
     let mut found = false;
     let _ = e.visit(&mut FnVisitor(|x: &Expr| {
         if let Expr::Function(f) = x {
@@ -340,6 +375,7 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                 }
                 // GROUP BY two qualified columns of one name (`l.funcname, p.funcname`):
                 // polars names both keys "funcname" and fails; group by their aliases.
+                // The same for a qualified column selected under another name.
                 if let GroupByExpr::Expressions(keys, _) = &mut select.group_by {
                     let last = |e: &Expr| match e {
                         Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()),
@@ -348,9 +384,7 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                     let names: Vec<Option<String>> = keys.iter().map(last).collect();
                     for (k, key) in keys.iter_mut().enumerate() {
                         let Some(n) = &names[k] else { continue };
-                        if names.iter().filter(|m| m.as_ref() == Some(n)).count() < 2 {
-                            continue;
-                        }
+                        let shared = names.iter().filter(|m| m.as_ref() == Some(n)).count() > 1;
                         let text = key.to_string();
                         let alias = select.projection.iter().find_map(|item| match item {
                             SelectItem::ExprWithAlias { expr, alias }
@@ -360,7 +394,9 @@ fn name_aggregates(query: &mut Query, changed: &mut bool) {
                             }
                             _ => None,
                         });
-                        if let Some(alias) = alias {
+                        // Also one renamed (`s.funcname as parent`): polars then looks
+                        // for "funcname:s" among the grouped columns and fails.
+                        if let Some(alias) = alias.filter(|a| shared || a.value != *n) {
                             *key = Expr::Identifier(alias);
                             *self.0 = true;
                         }
@@ -458,6 +494,182 @@ fn rounded(e: &Expr) -> Option<Expr> {
         .ok()
 }
 
+/// Rounding and integer division as SQL does them (DuckDB, PostgreSQL):
+/// - `round(x)` and `round(x, n)` round half away from zero (2.5 -> 3, -2.5 -> -3);
+///   polars' `round` rounds half to even. `round(x, n)` is `r(x * 10^n) / 10^n` (for a
+///   negative n, `r(x / 10^-n) * 10^-n`), as DuckDB computes it on a DOUBLE, with
+///   `r(y) = sign(y) * (floor(|y|) + (|y| - floor(|y|) >= 0.5))`, exact for every
+///   double (`y - floor(y)` has no rounding error).
+/// - `a // b` on integers truncates towards zero (-7 // 2 = -3); polars floors (-4).
+///   DuckDB's `//` on a fraction is plain division (-7.5 // 2 = -3.75).
+struct Arithmetic<'a>(&'a mut bool);
+
+fn parsed(text: &str) -> Option<Expr> {
+    Parser::new(&GenericDialect)
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_expr())
+        .ok()
+}
+
+/// `round(x, n)` half away from zero, as SQL text.
+fn round_half_away(x: &Expr, places: i64) -> Option<String> {
+    if places.unsigned_abs() > 22 {
+        // 10^n is no longer an exact double: leave it to polars (which refuses n < 0).
+        return None;
+    }
+    let scale = format!("{}.0", 10u128.pow(places.unsigned_abs() as u32));
+    let y = match places {
+        0 => format!("({x})"),
+        p if p > 0 => format!("(({x}) * {scale})"),
+        _ => format!("(({x}) / {scale})"),
+    };
+    let r = format!(
+        "(sign({y}) * (floor(abs({y})) + CASE WHEN abs({y}) - floor(abs({y})) >= 0.5 \
+         THEN 1 ELSE 0 END))"
+    );
+    Some(match places {
+        0 => r,
+        p if p > 0 => format!("({r} / {scale})"),
+        _ => format!("({r} * {scale})"),
+    })
+}
+
+/// `round(literal, n)` computed exactly on the literal's decimal digits, half away from
+/// zero: DuckDB reads `2.345` as a DECIMAL, so `round(2.345, 2)` is 2.35, while the
+/// DOUBLE nearest 2.345 is below it and rounds to 2.34.
+fn round_literal(x: &Expr, places: i64) -> Option<String> {
+    let (negative, text) = match x {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Number(n, _) => (false, n.clone()),
+            _ => return None,
+        },
+        Expr::UnaryOp {
+            op: sqlparser::ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(v) => match &v.value {
+                sqlparser::ast::Value::Number(n, _) => (true, n.clone()),
+                _ => return None,
+            },
+            _ => return None,
+        },
+        _ => return None,
+    };
+    if text.contains(['e', 'E']) || !(-18..=18).contains(&places) {
+        return None;
+    }
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 36 {
+        return None;
+    }
+    // The value is digits * 10^-scale; keep digits down to 10^-places.
+    let scale = fraction.len() as i64;
+    let drop = scale - places;
+    let value: u128 = digits.parse().ok()?;
+    let kept = if drop <= 0 {
+        value
+    } else {
+        let unit = 10u128.checked_pow(u32::try_from(drop).ok()?)?;
+        let (q, r) = (value / unit, value % unit);
+        q + u128::from(r * 2 >= unit)
+    };
+    // kept * 10^-(scale - drop) = kept * 10^-min(scale, places)
+    let exponent = scale.min(places);
+    let magnitude = if exponent >= 0 {
+        let s = format!("{kept:0>width$}", width = exponent as usize + 1);
+        let (w, f) = s.split_at(s.len() - exponent as usize);
+        if f.is_empty() {
+            w.to_string()
+        } else {
+            format!("{w}.{f}")
+        }
+    } else {
+        format!("{kept}{}", "0".repeat(exponent.unsigned_abs() as usize))
+    };
+    let zero = magnitude.bytes().all(|b| b == b'0' || b == b'.');
+    Some(if negative && !zero {
+        format!("-{magnitude}")
+    } else {
+        magnitude
+    })
+}
+
+/// An integer literal argument (`2`, `-1`).
+fn integer_literal(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: sqlparser::ast::UnaryOperator::Minus,
+            expr,
+        } => integer_literal(expr).map(|n: i64| -n),
+        Expr::Nested(inner) => integer_literal(inner),
+        _ => None,
+    }
+}
+
+impl VisitorMut for Arithmetic<'_> {
+    type Break = ();
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        let replacement = match e {
+            Expr::Function(f) if f.over.is_none() && function_name(f) == "round" => {
+                let FunctionArguments::List(list) = &f.args else {
+                    return ControlFlow::Continue(());
+                };
+                let args: Vec<&Expr> = list
+                    .args
+                    .iter()
+                    .filter_map(|a| match a {
+                        sqlparser::ast::FunctionArg::Unnamed(
+                            sqlparser::ast::FunctionArgExpr::Expr(e),
+                        ) => Some(e),
+                        _ => None,
+                    })
+                    .collect();
+                match (args.as_slice(), list.args.len()) {
+                    ([x], 1) => round_literal(x, 0).or_else(|| round_half_away(x, 0)),
+                    ([x, n], 2) => integer_literal(n)
+                        .and_then(|n| round_literal(x, n).or_else(|| round_half_away(x, n))),
+                    _ => None,
+                }
+            }
+            Expr::BinaryOp {
+                left,
+                op: sqlparser::ast::BinaryOperator::DuckIntegerDivide,
+                right,
+            } => Some(if is_fractional(left) || is_fractional(right) {
+                format!("(({left}) / ({right}))")
+            } else {
+                // polars' `//` floors; truncation differs when the signs differ and
+                // the division leaves a remainder.
+                format!(
+                    "(CASE WHEN ({left}) % ({right}) <> 0 AND (({left}) < 0) <> (({right}) < 0) \
+                     THEN ({left}) // ({right}) + 1 ELSE ({left}) // ({right}) END)"
+                )
+            }),
+            Expr::BinaryOp {
+                left,
+                op: sqlparser::ast::BinaryOperator::Modulo,
+                right,
+            } => Some(format!(
+                // polars' `%` takes the sign of the divisor (-7 % 2 = 1); SQL's
+                // remainder takes the dividend's (-1).
+                "(CASE WHEN ({left}) % ({right}) <> 0 AND (({left}) < 0) <> (({right}) < 0) \
+                 THEN ({left}) % ({right}) - ({right}) ELSE ({left}) % ({right}) END)"
+            )),
+            _ => None,
+        };
+        if let Some(new) = replacement.as_deref().and_then(parsed) {
+            *e = new;
+            *self.0 = true;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// `count(...)` -> `CAST(count(...) AS BIGINT)` wherever it appears.
 struct CountsAreBigint<'a>(&'a mut bool);
 
@@ -541,7 +753,13 @@ mod tests {
     use super::*;
 
     fn apply_plain(sql: &str) -> Result<String, QueryError> {
-        apply(sql, &mut |_| None)
+        apply(
+            sql,
+            Probes {
+                scalar: &mut |_| None,
+                numeric: &mut |_| None,
+            },
+        )
     }
 
     #[test]
@@ -568,15 +786,15 @@ mod tests {
     }
 
     #[test]
-    fn a_window_over_an_aggregate_is_refused_with_the_rewrite() {
-        let e = apply_plain(
+    fn a_window_over_an_aggregate_runs_over_the_grouped_rows() {
+        let out = apply_plain(
             "select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname",
         )
-        .unwrap_err()
-        .to_string();
+        .unwrap();
         assert!(
-            e.contains("sum(count(*)) OVER ()") && e.contains("with t as"),
-            "{e}"
+            out.contains("FROM (SELECT funcname AS __tach_k0, CAST(count(*) AS BIGINT) AS __tach_a0 FROM samples GROUP BY __tach_k0) AS __tach_grouped")
+                && out.contains("__tach_a0 * 100.0 / sum(__tach_a0) OVER ()"),
+            "{out}"
         );
         // The working forms are left alone.
         for ok in [
@@ -584,7 +802,16 @@ mod tests {
              select funcname, n * 100.0 / sum(n) over () as pct from t",
             "select sample, row_number() over (order by time_s) from samples",
         ] {
-            assert!(apply_plain(ok).is_ok(), "{ok}");
+            assert!(!apply_plain(ok).unwrap().contains("__tach"), "{ok}");
         }
+    }
+
+    #[test]
+    fn rounding_and_remainders_follow_sql() {
+        let out =
+            apply_plain("select round(2.345, 2), round(-2.5), round(x, 1), -7 % 2 from t").unwrap();
+        assert!(out.contains("2.35") && out.contains("-3"), "{out}");
+        assert!(out.contains("FLOOR(abs(((x) * 10.0)))"), "{out}");
+        assert!(!out.contains("round("), "{out}");
     }
 }

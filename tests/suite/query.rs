@@ -1165,3 +1165,236 @@ fn distinct_stacks_answer_equals_the_query_as_written() {
     }
     assert!(rewritten >= 30, "{rewritten}");
 }
+
+// Issue 30: SQL's arithmetic and the forms polars lacks, rewritten before polars runs.
+
+/// The query polars runs for `sql` (checked and rewritten).
+fn rewritten(e: &QueryEngine, sql: &str) -> String {
+    e.rewritten(sql)
+        .unwrap_or_else(|err| panic!("{sql}\n{err}"))
+}
+
+#[test]
+fn unsigned_columns_subtract_below_zero_as_signed_integers() {
+    let bin = "stdlib_tests_large.bin";
+    let (_, samples) = decoded(bin);
+    let depths: Vec<i64> = samples.iter().map(|s| s.stack.len() as i64).collect();
+    let (lo, hi) = (*depths.iter().min().unwrap(), *depths.iter().max().unwrap());
+    let e = engine(&[bin]);
+    let df = run(
+        &e,
+        "select min(depth) - max(depth) as d, -max(depth) as m from samples",
+    );
+    assert_eq!(ints(&df, "d"), [Some(lo - hi)]);
+    assert_eq!(ints(&df, "m"), [Some(-hi)]);
+    assert!(lo - hi < 0);
+    // A filter on a difference that goes below zero.
+    let below = samples
+        .iter()
+        .filter(|s| s.stack.first().is_some_and(|&f| (f as i64) - 10 < 0))
+        .count() as i64;
+    let df = run(
+        &e,
+        "select count(*) as n from samples where frame_id - 10 < 0",
+    );
+    assert_eq!(ints(&df, "n"), [Some(below)]);
+    assert!(below > 0);
+    let df = run(&e, "select min(stack_id - 5) as m from samples");
+    assert_eq!(ints(&df, "m"), [Some(-5)]);
+    // Every id column is a signed 64-bit integer in SQL, in every table.
+    for table in [
+        "samples",
+        "stacks",
+        "frames",
+        "stack_counts",
+        "sample_frames",
+    ] {
+        let df = run(&e, &format!("select * from {table} limit 1"));
+        for c in df.columns() {
+            assert!(
+                !c.dtype().is_unsigned_integer(),
+                "{table}.{} is {}",
+                c.name(),
+                c.dtype()
+            );
+        }
+    }
+}
+
+#[test]
+fn counting_still_reads_grouped_samples_and_only_the_columns_used() {
+    let e = engine(&["stdlib_tests_large.bin"]);
+    let plan = e
+        .explain("select depth - 10 as rel, count(*) as n from samples group by rel")
+        .unwrap();
+    assert!(plan.contains("__tach_samples"), "{plan}");
+    let plan = e.explain("select funcname from samples").unwrap();
+    assert!(plan.contains("1/19"), "{plan}");
+}
+
+#[test]
+fn round_is_half_away_from_zero_and_integer_division_truncates() {
+    let e = engine(&["cpu_recursive.bin"]);
+    let df = run(
+        &e,
+        "select round(2.5) as a, round(-2.5) as b, round(2.345, 2) as c, \
+         round(-1250, -2) as d, round(x, 1) as e, round(-x) as f, \
+         7 // 2 as g, -7 // 2 as h, -7 % 2 as i \
+         from (select 0.25 as x)",
+    );
+    assert_eq!(floats(&df, "a"), [Some(3.0)]);
+    assert_eq!(floats(&df, "b"), [Some(-3.0)]);
+    assert_eq!(floats(&df, "c"), [Some(2.35)]);
+    assert_eq!(floats(&df, "d"), [Some(-1300.0)]);
+    assert_eq!(floats(&df, "e"), [Some(0.3)]);
+    assert_eq!(floats(&df, "f"), [Some(-0.0)]);
+    assert_eq!(ints(&df, "g"), [Some(3)]);
+    assert_eq!(ints(&df, "h"), [Some(-3)]);
+    assert_eq!(ints(&df, "i"), [Some(-1)]);
+}
+
+/// `a` and `b` give the same rows, in order.
+fn same_rows(e: &QueryEngine, a: &str, b: &str) -> DataFrame {
+    let (x, y) = (run(e, a), run(e, b));
+    assert_eq!(canonical_rows(&x), canonical_rows(&y), "{a}\n{b}");
+    assert!(x.height() > 0, "{a}");
+    x
+}
+
+#[test]
+fn a_window_over_an_aggregate_runs_after_the_grouping() {
+    let e = engine(&["threads_mixed.bin"]);
+    let sql = "select funcname, count(*) * 100.0 / sum(count(*)) over () as pct \
+               from samples group by funcname order by pct desc, funcname";
+    let df = same_rows(
+        &e,
+        sql,
+        "with t as (select funcname, count(*) as n from samples group by funcname) \
+         select funcname, n * 100.0 / sum(n) over () as pct from t order by pct desc, funcname",
+    );
+    let total: f64 = floats(&df, "pct").iter().map(|p| p.unwrap()).sum();
+    assert!((total - 100.0).abs() < 1e-9, "{total}");
+    assert!(rewritten(&e, sql).contains("__tach_grouped"));
+    // A rank over counts, within each file, and QUALIFY over it.
+    same_rows(
+        &e,
+        "select thread_id, funcname, count(*) as n, row_number() over (partition by thread_id \
+         order by count(*) desc, funcname) as k from samples group by thread_id, funcname \
+         order by thread_id, k",
+        "with t as (select thread_id, funcname, count(*) as n from samples \
+         group by thread_id, funcname) select thread_id, funcname, n, row_number() over \
+         (partition by thread_id order by -n, funcname) as k from t order by thread_id, k",
+    );
+    same_rows(
+        &e,
+        "select thread_id, count(*) as n from samples group by thread_id \
+         qualify rank() over (order by count(*) desc) = 1",
+        "select thread_id, count(*) as n from samples group by thread_id \
+         order by n desc limit 1",
+    );
+}
+
+#[test]
+fn order_by_an_unselected_aggregate_sorts_by_a_hidden_column() {
+    let e = engine(&["threads_mixed.bin"]);
+    let df = same_rows(
+        &e,
+        "select thread_id from samples group by thread_id order by count(*) desc, thread_id",
+        "select thread_id from (select thread_id, count(*) as n from samples \
+         group by thread_id) order by n desc, thread_id",
+    );
+    assert_eq!(df.get_column_names(), ["thread_id"]);
+}
+
+#[test]
+fn rank_and_dense_rank_give_ties_one_rank() {
+    let e = engine(&["stdlib_tests_large.bin"]);
+    let df = run(
+        &e,
+        "with t as (select funcname, count(*) as n from samples group by funcname) \
+         select n, rank() over (order by n desc) as r, dense_rank() over (order by n desc) \
+         as d from t order by n desc",
+    );
+    // Independently: rank = 1 + rows with a larger n; dense = 1 + distinct larger n.
+    let n: Vec<i64> = ints(&df, "n").into_iter().map(Option::unwrap).collect();
+    let want_r: Vec<Option<i64>> = n
+        .iter()
+        .map(|x| Some(1 + n.iter().filter(|y| *y > x).count() as i64))
+        .collect();
+    let distinct: HashSet<i64> = n.iter().copied().collect();
+    let want_d: Vec<Option<i64>> = n
+        .iter()
+        .map(|x| Some(1 + distinct.iter().filter(|y| *y > x).count() as i64))
+        .collect();
+    assert_eq!(ints(&df, "r"), want_r);
+    assert_eq!(ints(&df, "d"), want_d);
+    assert!(want_r != want_d, "the file has ties");
+}
+
+#[test]
+fn exists_is_a_semi_join_and_not_exists_an_anti_join() {
+    let e = engine(&["threads_mixed.bin"]);
+    let sql = "select count(*) as n from samples x where exists \
+               (select 1 from stacks s where s.stack_id = x.stack_id and s.funcname = 'main')";
+    assert!(
+        rewritten(&e, sql).contains("SEMI JOIN"),
+        "{}",
+        rewritten(&e, sql)
+    );
+    let with = ints(&run(&e, sql), "n")[0].unwrap();
+    let without = ints(
+        &run(&e, &sql.replace("where exists", "where not exists")),
+        "n",
+    )[0]
+    .unwrap();
+    let all = ints(&run(&e, "select count(*) as n from samples"), "n")[0].unwrap();
+    let in_form = ints(
+        &run(
+            &e,
+            "select count(*) as n from samples where stack_id in \
+             (select stack_id from stacks where funcname = 'main')",
+        ),
+        "n",
+    )[0]
+    .unwrap();
+    assert_eq!(with, in_form);
+    assert_eq!(with + without, all);
+    assert!(with > 0 && without > 0);
+    // Uncorrelated: run first.
+    let n = ints(
+        &run(
+            &e,
+            "select count(*) as n from samples where exists (select 1 from frames where funcname = 'main')",
+        ),
+        "n",
+    )[0];
+    assert_eq!(n, Some(all));
+}
+
+#[test]
+fn refusals_are_one_sentence_naming_the_construct() {
+    let e = engine(&["threads_mixed.bin"]);
+    for (sql, names) in [
+        (
+            "select count(*) from samples x where has_gil or exists \
+             (select 1 from stacks s where s.stack_id = x.stack_id)",
+            "EXISTS",
+        ),
+        (
+            "select count(*) from samples x where exists \
+             (select 1 from stacks s where s.stack_id > x.stack_id)",
+            "EXISTS",
+        ),
+        (
+            "select exists (select 1 from stacks s where s.stack_id = x.stack_id) from samples x",
+            "EXISTS",
+        ),
+    ] {
+        let msg = err(&e, sql).to_string();
+        assert!(msg.contains(names), "{sql}: {msg}");
+        assert!(
+            !msg.contains("{ ") && !msg.contains("Query") && !msg.contains('\n'),
+            "{sql}: {msg}"
+        );
+    }
+}

@@ -1,6 +1,10 @@
 -- Queries run by tests/python/test_sql_differential.py through `tach query` over golden
 -- TACH files and through DuckDB over tach's own Parquet export of the same files.
--- Each query ends with ';'. A query after '-- shares and totals
+-- Each query ends with ';'. A query after '-- refused: TEXT' must be refused by tach (exit 2)
+-- with one clean sentence holding TEXT; every other one must give DuckDB's answer.
+-- Every query orders its rows completely, so rows compare in order.
+
+-- shares and totals
 with t as (select filename, count(*) as n from samples group by filename) select filename, n, round(n * 100.0 / sum(n) over (), 3) as pct from t order by n desc, filename limit 15;
 with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, n * 1.0 / (select count(*) from samples) as share from t order by share desc, thread_id;
 select funcname, count(*) as n from samples where has_gil group by funcname order by n desc, funcname limit 10;
@@ -82,9 +86,7 @@ select cast(time_s as bigint) as sec, count(*) as n from samples group by sec or
 (select funcname from samples where has_gil) union (select funcname from samples where main_thread) order by funcname limit 20;
 select funcname, count(*) as n from samples group by funcname order by n desc, funcname limit 5 offset 5;
 
--- refused' must be refused by tach (exit 2)
--- with a message that shows the rewrite; every other one must give DuckDB's answer.
--- Every query orders its rows completely, so rows compare in order.
+-- counts, names, lag
 
 select count(*) from samples;
 select count(*) as n from samples where has_gil;
@@ -129,17 +131,157 @@ select cast(time_s * 2 as int) as t, count(*) as n from samples group by t order
 select cast(-time_s as int) as t, count(*) as n from samples group by t order by t;
 select cast(thread_id as bigint) as t, cast(lineno as int) as l, count(*) as n from samples group by t, l order by n desc, t, l limit 10;
 
--- refused: with t as
-select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc limit 3;
--- refused: with t as
-select thread_id, count(*) as n, sum(count(*)) over () as total from samples group by thread_id;
+select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc, funcname limit 3;
+select thread_id, count(*) as n, sum(count(*)) over () as total from samples group by thread_id order by thread_id;
 -- refused: ROWS BETWEEN
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, avg(n) over (order by sec rows between 1 preceding and 1 following) as smooth from b order by sec;
 -- refused: subquery comparisons
 select funcname from samples x where depth > (select avg(depth) from samples y where y.thread_id = x.thread_id) order by sample limit 5;
--- refused: unsupported function
 with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, rank() over (order by n) as r from t order by thread_id;
--- refused: ORDER BY count(*) sorts by an aggregate
 select thread_id from samples group by thread_id order by count(*) desc, thread_id limit 1;
 -- refused: unsupported function
 select percentile_cont(0.5) within group (order by depth) as median_depth from samples;
+
+-- arithmetic on unsigned columns: SQL's integers are signed, never wrapped
+select min(depth) - max(depth) as d from samples;
+select min(stack_id - 5) as m from samples;
+select count(*) as n from samples where frame_id - 10 < 0;
+select count(*) as n from samples where depth - 5 < 0;
+select depth - 10 as rel, count(*) as n from samples group by rel order by rel;
+select -depth as neg, count(*) as n from samples group by neg order by neg limit 10;
+select 0 - count(*) as neg from samples;
+select count(*) - count(distinct stack_id) as repeats, count(distinct stack_id) - count(*) as negative from samples;
+select position - 1 as parent_position, count(*) as n from stacks group by parent_position order by parent_position limit 10;
+select max(frame_id) - min(frame_id) as span, min(frame_id) - max(frame_id) as negative_span from frames;
+select abs(depth - 20) as distance, count(*) as n from samples group by distance order by distance limit 15;
+select count(*) filter (where stack_id - frame_id < 0) as below, count(*) filter (where stack_id - frame_id >= 0) as above from samples;
+select depth * depth as squared, count(*) as n from samples group by squared order by squared limit 10;
+select thread_id, sum(depth) as frames, max(depth) - avg(depth) as spread from samples group by thread_id order by thread_id;
+select sum(depth) as frames, sum(depth) - count(*) * 10 as excess, sum(depth - 10) as excess_too from samples;
+with d as (select distinct stack_id, depth from samples) select stack_id, depth - lag(depth) over (order by stack_id) as delta from d order by stack_id limit 30;
+select stack_id, stack_id - lead(stack_id) over (order by stack_id) as gap from (select distinct stack_id from samples) order by stack_id limit 20;
+select sum(timestamp_us) as total_us, sum(timestamp_us) - sum(timestamp_us) as zero from samples;
+select min(timestamp_us - (select max(timestamp_us) from samples)) as before_end_us from samples;
+
+-- division, modulo and rounding as SQL does them
+select depth / 4 as quarter, count(*) as n from samples group by quarter order by quarter limit 10;
+select depth // 4 as quarter, count(*) as n from samples group by quarter order by quarter;
+select (depth - 20) // 3 as third, count(*) as n from samples group by third order by third;
+select depth % 4 as rest, count(*) as n from samples group by rest order by rest;
+select (depth - 20) % 3 as rest, count(*) as n from samples group by rest order by rest;
+select count(*) / 3 as third, count(*) // 3 as whole_third, count(*) % 3 as rest from samples;
+select round(avg(depth), 2) as mean_depth from samples;
+select thread_id, round(avg(depth), 1) as mean, round(stddev(depth), 3) as sd from samples group by thread_id order by thread_id;
+select round(time_s) as sec, count(*) as n from samples group by sec order by sec;
+select round(time_s * 4) / 4 as quarter_s, count(*) as n from samples group by quarter_s order by quarter_s limit 20;
+select round(-time_s, 1) as t, count(*) as n from samples group by t order by t limit 20;
+select round(time_s, 2) as t, count(*) as n from samples group by t order by t limit 20;
+select round(depth / 2) as half, count(*) as n from samples group by half order by half;
+select round(-depth / 2) as neg_half, count(*) as n from samples group by neg_half order by neg_half;
+select round(depth * 1.0 / 4, 1) as q, count(*) as n from samples group by q order by q;
+select round(depth, -1) as tens, count(*) as n from samples group by tens order by tens;
+select round(sum(depth) * 1.0 / count(*), 3) as mean from samples;
+select funcname, round(count(*) * 100.0 / (select count(*) from samples), 2) as pct from samples group by funcname order by pct desc, funcname limit 10;
+select thread_id, round(100.0 * count(*) filter (where has_gil) / count(*), 1) as gil_pct from samples group by thread_id order by thread_id;
+select thread_id, count(*) filter (where has_gil) * 1.0 / nullif(count(*) filter (where on_cpu), 0) as ratio from samples group by thread_id order by thread_id;
+select floor(depth / 10) * 10 as bucket, count(*) as n from samples group by bucket order by bucket;
+select ceil(time_s) as up, count(*) as n from samples group by up order by up;
+select cast(depth / 3 as bigint) as third, count(*) as n from samples group by third order by third;
+
+-- shares and ranks over grouped rows (a window over an aggregate)
+select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc, funcname limit 10;
+select thread_id, count(*) as n, round(100.0 * count(*) / sum(count(*)) over (), 2) as pct from samples group by thread_id order by n desc, thread_id;
+select funcname, count(*) as n, count(*) - avg(count(*)) over () as above_mean from samples group by funcname order by n desc, funcname limit 10;
+select main_thread, count(*) as n, max(count(*)) over () as biggest from samples group by main_thread order by main_thread;
+select floor(time_s) as sec, count(*) as n, sum(count(*)) over (order by floor(time_s)) as running from samples group by sec order by sec;
+select filename, funcname, count(*) as n, count(*) * 100.0 / sum(count(*)) over (partition by filename) as pct_of_file from samples group by filename, funcname order by filename, n desc, funcname limit 30;
+select filename, funcname, count(*) as n, rank() over (partition by filename order by count(*) desc) as r from samples group by filename, funcname order by filename, r, funcname limit 30;
+select thread_id, funcname, count(*) as n, row_number() over (partition by thread_id order by count(*) desc, funcname) as k from samples group by thread_id, funcname order by thread_id, k limit 40;
+select funcname, count(*) as n, dense_rank() over (order by count(*) desc) as r from samples group by funcname order by r, funcname limit 20;
+select filename, count(*) as n, count(*) * 1.0 / sum(count(*)) over () as share, rank() over (order by count(*) desc) as r from samples group by filename order by r, filename limit 10;
+select thread_id, count(*) as n from samples group by thread_id qualify rank() over (order by count(*) desc) = 1 order by thread_id;
+select funcname, count(*) as n, lag(count(*)) over (order by count(*) desc, funcname) as previous from samples group by funcname order by n desc, funcname limit 10;
+
+-- ORDER BY an aggregate that is not selected
+select funcname from samples group by funcname order by count(*) desc, funcname limit 10;
+select filename, funcname from samples group by filename, funcname order by count(*) desc, filename, funcname limit 10;
+select funcname, min(time_s) as first_s from samples group by funcname order by max(time_s) - min(time_s) desc, funcname limit 10;
+select thread_id, max(depth) as deepest from samples group by thread_id order by avg(depth) desc, thread_id;
+select s.funcname from samples s group by s.funcname order by count(distinct s.thread_id) desc, count(*) desc, s.funcname limit 10;
+
+-- rank, dense_rank and row_number with mixed directions
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, rank() over (order by n desc) as r, dense_rank() over (order by n desc) as d from t order by r, funcname limit 20;
+with t as (select thread_id, funcname, count(*) as n from samples group by thread_id, funcname), r as (select thread_id, funcname, n, rank() over (partition by thread_id order by n desc) as k from t) select thread_id, funcname, n from r where k <= 3 order by thread_id, n desc, funcname;
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, row_number() over (order by n desc, funcname) as k from t order by k limit 10;
+with t as (select funcname, filename, count(*) as n from samples group by funcname, filename), r as (select funcname, filename, n, row_number() over (partition by filename order by n desc, funcname asc) as k from t) select funcname, filename, n from r where k = 1 order by n desc, filename limit 10;
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, row_number() over (order by funcname desc, n) as k from t order by k limit 10;
+with t as (select thread_id, funcname, count(*) as n from samples group by thread_id, funcname) select thread_id, funcname, n, dense_rank() over (partition by thread_id order by n desc) as d from t order by thread_id, d, funcname limit 30;
+
+-- EXISTS and NOT EXISTS
+select count(*) as n from samples x where exists (select 1 from stacks s where s.stack_id = x.stack_id and s.funcname = 'main');
+select funcname, count(*) as n from samples x where not exists (select 1 from stacks s where s.stack_id = x.stack_id and s.position > 0 and s.funcname like '%test%') group by funcname order by n desc, funcname limit 10;
+select f.funcname, count(*) as n from frames f where exists (select 1 from samples s where s.frame_id = f.frame_id) group by f.funcname order by n desc, f.funcname limit 10;
+select count(*) as never_a_leaf from frames f where not exists (select 1 from samples s where s.frame_id = f.frame_id);
+select count(*) as n from samples where exists (select 1 from frames where funcname = 'main');
+select count(*) as n from samples where not exists (select 1 from frames where funcname = 'no such function');
+select thread_id, count(*) as n from samples x where exists (select * from stacks s where s.stack_id = x.stack_id and s.file = x.file and s.position = 1) and has_gil group by thread_id order by thread_id;
+
+-- self and inclusive time, joins of samples, stacks and frames
+with incl as (select distinct stack_id, funcname from stacks) select i.funcname, count(*) as inclusive, sum(case when x.funcname = i.funcname then 1 else 0 end) as self from samples x join incl i on i.stack_id = x.stack_id group by i.funcname order by inclusive desc, i.funcname limit 15;
+with incl as (select distinct stack_id, funcname from stacks), tot as (select count(*) as n from samples) select i.funcname, round(100.0 * count(*) / (select n from tot), 2) as inclusive_pct from samples x join incl i on i.stack_id = x.stack_id group by i.funcname order by inclusive_pct desc, i.funcname limit 10;
+select s.filename, count(distinct s.funcname) as functions from stacks s group by s.filename order by functions desc, s.filename limit 10;
+select f.funcname, f.lineno, count(*) as n from samples x join frames f on f.frame_id = x.frame_id where f.lineno is not null group by f.funcname, f.lineno order by n desc, f.funcname, f.lineno limit 10;
+select x.thread_id, s.funcname as parent, count(*) as n from samples x join stacks s on s.stack_id = x.stack_id where s.position = 1 group by x.thread_id, s.funcname order by n desc, x.thread_id, parent limit 10;
+select f.funcname, count(x.sample) as n from frames f left join samples x on x.frame_id = f.frame_id group by f.funcname order by n desc, f.funcname limit 10;
+select coalesce(f.opname, 'none') as op, count(*) as n from samples x left join frames f on f.frame_id = x.frame_id group by op order by n desc, op limit 10;
+select s.stack_id, max(s.position) + 1 as frames, count(distinct s.funcname) as functions from stacks s group by s.stack_id order by frames desc, s.stack_id limit 10;
+with leaf as (select stack_id, funcname from stacks where position = 0) select l.funcname, count(*) as n from samples x join leaf l on l.stack_id = x.stack_id group by l.funcname having count(*) > 5 order by n desc, l.funcname;
+
+-- time windows
+select funcname, count(*) as n from samples where time_s >= (select max(time_s) from samples) - 1.0 group by funcname order by n desc, funcname limit 10;
+select case when time_s < 1 then 'first second' else 'later' end as phase, count(*) as n from samples group by phase order by phase;
+select cast(floor(time_s * 2) as bigint) as half_s, count(distinct funcname) as functions from samples group by half_s order by half_s limit 20;
+with b as (select floor(time_s * 10) as t, count(*) as n from samples group by t) select avg(n) as mean, max(n) as peak, min(n) as low from b;
+select (timestamp_us - (select min(timestamp_us) from samples)) / 1000 as ms, funcname from samples order by sample limit 10;
+select thread_id, min(timestamp_us) - (select min(timestamp_us) from samples) as start_us from samples group by thread_id order by thread_id;
+select thread_id, (max(timestamp_us) - min(timestamp_us)) / 1000.0 as active_ms from samples group by thread_id order by active_ms desc, thread_id;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, n * 100.0 / max(n) over () as pct_of_peak from b order by sec;
+
+-- CASE, LIKE, COALESCE and NULL
+select case when filename like '%/lib/python%' then 'stdlib' when filename like '<%' then 'builtin' else 'user' end as origin, count(*) as n from samples group by origin order by n desc, origin;
+select count(*) as n from samples where funcname ilike '%TEST%';
+select count(*) filter (where lineno is null) as no_line, count(lineno) as with_line, count(*) as n from samples;
+select coalesce(lineno, 0) as line, count(*) as n from samples group by line order by n desc, line limit 10;
+select count(*) as no_opcode from frames where opcode is null;
+select funcname, count(*) as n from samples where filename not like '%.py' group by funcname order by n desc, funcname limit 10;
+select upper(substr(funcname, 1, 3)) as prefix, count(*) as n from samples group by prefix order by n desc, prefix limit 10;
+select funcname, count(*) as n from samples where funcname in ('main', 'fib', 'run', '<module>', 'cpu_worker') group by funcname order by funcname;
+select sum(case when has_exception then 1 else 0 end) as exc, avg(case when on_cpu then 1.0 else 0.0 end) as cpu_share from samples;
+select length(filename) - length(replace(filename, '/', '')) as slashes, count(*) as n from samples group by slashes order by slashes;
+select case when depth > 50 then 'deep' end as kind, count(*) as n from samples group by kind order by kind nulls last;
+select count(*) as n, count(nullif(lineno, 1)) as not_line_one, sum(coalesce(lineno, 0)) as line_sum from samples;
+select max(lineno) as last_line, min(coalesce(lineno, -1)) as first_or_none from frames;
+select funcname, count(*) as n from samples where funcname like 'cpu%' or funcname like '%work%' group by funcname order by n desc, funcname;
+
+-- HAVING
+select funcname, count(*) as n from samples group by funcname having count(*) > 50 and count(distinct thread_id) >= 1 order by n desc, funcname;
+select filename from samples group by filename having max(depth) > 30 order by filename;
+select thread_id, count(*) as n from samples group by thread_id having sum(case when has_gil then 1 else 0 end) * 2 > count(*) order by thread_id;
+select funcname, avg(depth) as d from samples group by funcname having avg(depth) > (select avg(depth) from samples) order by d desc, funcname limit 10;
+select filename, count(*) as n from samples group by filename having count(*) * 100.0 / (select count(*) from samples) >= 1 order by n desc, filename;
+
+-- several CTEs, set operations, distinct
+with per_thread as (select thread_id, count(*) as n from samples group by thread_id), stats as (select avg(n) as mean from per_thread) select p.thread_id, p.n, p.n - s.mean as diff from per_thread p cross join stats s order by p.thread_id;
+with a as (select funcname from samples where has_gil), b as (select funcname from samples where not has_gil) select count(distinct funcname) as both_ways from a where funcname in (select funcname from b);
+select funcname from samples where has_gil except select funcname from samples where main_thread order by funcname limit 20;
+select funcname from samples where has_gil intersect select funcname from samples where depth > 5 order by funcname limit 20;
+select count(*) as n from (select funcname from samples union all select funcname from frames);
+select count(distinct funcname || ':' || coalesce(cast(lineno as varchar), '?')) as lines from samples;
+
+-- refused, each with one sentence
+-- refused: only as a condition of WHERE
+select count(*) as n from samples x where has_gil or exists (select 1 from stacks s where s.stack_id = x.stack_id and s.funcname = 'main');
+-- refused: only equalities
+select count(*) as n from samples x where exists (select 1 from stacks s where s.stack_id > x.stack_id);
+-- refused: unsupported function
+select funcname, ntile(4) over (order by funcname) as quartile from (select distinct funcname from samples) order by funcname;
