@@ -28,8 +28,7 @@ use super::{
     Dataset, DatasetExporter, ExportError, ExportInput, ExportOptions, Exporter, Outcome, Result,
 };
 use crate::query::batches::BatchError;
-use crate::query::output::write_parquet;
-use crate::query::samples_parquet::write_samples;
+use crate::query::samples_parquet::{write_samples, WrittenSamples};
 use crate::query::tables::{frames_frame, frames_with_file, stacks_frame, Wanted};
 use crate::query::FILE_VALUE_KEY;
 use crate::tach::{SampleFilter, TachFile};
@@ -37,7 +36,7 @@ use crate::tach::{SampleFilter, TachFile};
 pub struct Parquet;
 
 /// The tables written, in order.
-pub const TABLES: [&str; 3] = ["samples", "frames", "stacks"];
+pub const TABLES: [&str; 4] = ["samples", "frames", "stacks", "stack_counts"];
 
 impl Exporter for Parquet {
     fn name(&self) -> &'static str {
@@ -85,13 +84,14 @@ fn file_name(input: &ExportInput<'_>) -> String {
     input.file.path().display().to_string()
 }
 
-/// Streams the filtered `samples` table into `out`; returns the file's unique stacks.
+/// Streams the filtered `samples` table into `out`; returns the file's unique stacks
+/// and the samples' counts per stack, thread and status.
 fn samples(
     input: &ExportInput<'_>,
     frames: &DataFrame,
     metadata: Option<KeyValueMetadata>,
     out: &mut dyn Write,
-) -> Result<crate::tach::index::StackTable> {
+) -> Result<WrittenSamples> {
     // A time window is bound to the file's first timestamp before the decode starts
     // (the input caches it); otherwise it is found beside the decode.
     let origin = if input.filter.needs_origin() {
@@ -145,39 +145,45 @@ fn write_dataset(input: &ExportInput<'_>, dest: &Dataset<'_>) -> Result<()> {
         kv.extend(metadata.iter().cloned());
     }
     let metadata = Some(KeyValueMetadata::from_static(kv));
-    let mut stacks = None;
+    let mut written = None;
     write_file(&table_path(dest, "samples"), |w| {
-        stacks = Some(samples(input, &frames, metadata.clone(), w)?);
+        written = Some(samples(input, &frames, metadata.clone(), w)?);
         Ok(())
     })?;
+    let Some(WrittenSamples { stacks, counts }) = written else {
+        return Err(ExportError::Unsupported(format!(
+            "{name}: no samples written"
+        )));
+    };
     let polars_err = |e: PolarsError| ExportError::Unsupported(format!("{name}: {e}"));
     let mut frames_table = frames_with_file(&name, &frames);
     write_file(&table_path(dest, "frames"), |w| {
         write_table(&mut frames_table, metadata.clone(), w)
     })?;
-    let stacks = stacks.unwrap_or_default();
     let mut stacks_table =
         stacks_frame(&name, &stacks, &frames, &Wanted(None)).map_err(polars_err)?;
     write_file(&table_path(dest, "stacks"), |w| {
-        write_table(&mut stacks_table, metadata, w)
+        write_table(&mut stacks_table, metadata.clone(), w)
+    })?;
+    let mut counts_table = counts.frame(&name, &frames).map_err(polars_err)?;
+    write_file(&table_path(dest, "stack_counts"), |w| {
+        write_table(&mut counts_table, metadata, w)
     })
 }
 
-/// A whole table as one Parquet file (`metadata`: its key-value metadata).
+/// A whole table as one Parquet file (`metadata`: its key-value metadata), compressed
+/// as `samples` is.
 fn write_table(
     df: &mut DataFrame,
     metadata: Option<KeyValueMetadata>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    match metadata {
-        None => write_parquet(df, out).map_err(|e| ExportError::Unsupported(e.to_string())),
-        Some(kv) => ParquetWriter::new(out)
-            .with_compression(ParquetCompression::Snappy)
-            .with_key_value_metadata(Some(kv))
-            .finish(df)
-            .map(|_| ())
-            .map_err(|e| ExportError::Unsupported(format!("writing Parquet: {e}"))),
-    }
+    ParquetWriter::new(out)
+        .with_compression(ParquetCompression::Zstd(None))
+        .with_key_value_metadata(metadata)
+        .finish(df)
+        .map(|_| ())
+        .map_err(|e| ExportError::Unsupported(format!("writing Parquet: {e}")))
 }
 
 /// Writes through `NAME.partial` and renames, so a failure leaves no partial table.

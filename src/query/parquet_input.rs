@@ -22,22 +22,37 @@ use std::sync::Arc;
 use polars::prelude::*;
 
 use super::pushdown::WEIGHT_COLUMN;
+use super::samples_parquet::{stored_samples_schema, stored_stack_counts_schema, ORIGIN_COLUMN};
 use super::tables::{
     is_grouped_column, samples_schema, schema_of, stack_counts_schema, stacks_schema,
 };
 use super::{QueryError, Result, FILE_VALUE_KEY};
 
 /// The tables an export writes, in the order they are scanned.
-const WRITTEN: [&str; 3] = ["samples", "frames", "stacks"];
+const WRITTEN: [&str; 4] = ["samples", "frames", "stacks", "stack_counts"];
+
+/// The columns a written table's files hold: `samples` and `stack_counts` are stored
+/// in their own layout (`super::samples_parquet`), the others as the query shows them.
+fn stored_schema(table: &str) -> Option<Schema> {
+    match table {
+        "samples" => Some(stored_samples_schema()),
+        "stack_counts" => Some(stored_stack_counts_schema()),
+        other => schema_of(other),
+    }
+}
 
 /// The first bytes of every Parquet file.
 const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
 
 /// One Parquet input: per written table, its files (none: an empty table).
 pub struct ParquetInput {
-    files: [Vec<PathBuf>; 3],
+    files: [Vec<PathBuf>; 4],
     /// Per table and file, the `file` value its rows hold.
-    values: [Vec<Option<String>>; 3],
+    values: [Vec<Option<String>>; 4],
+    /// Every `samples` file has its `stack_counts` file beside it (a lone samples file
+    /// has none): `stack_counts` and the count pushdown read those instead of the
+    /// samples.
+    counts_complete: bool,
 }
 
 /// True when `path` is a directory or a Parquet file: an input for [`ParquetInput`]
@@ -87,7 +102,7 @@ fn not_an_input(path: &Path, why: &str) -> QueryError {
 impl ParquetInput {
     /// Finds the tables' files under `path` (see the module's documentation).
     pub fn open(path: &Path) -> Result<Self> {
-        let mut files: [Vec<PathBuf>; 3] = Default::default();
+        let mut files: [Vec<PathBuf>; 4] = Default::default();
         if !path.is_dir() {
             files[0].push(path.to_path_buf());
         } else if path.join("samples.parquet").is_file() {
@@ -129,9 +144,11 @@ impl ParquetInput {
                 "a directory that is not a tach Parquet export: it has neither samples.parquet nor samples/",
             ));
         }
+        let counts_complete = files[3].len() == files[0].len();
         let mut input = ParquetInput {
             files,
             values: Default::default(),
+            counts_complete,
         };
         input.check_schemas()?;
         for i in 0..WRITTEN.len() {
@@ -158,7 +175,9 @@ impl ParquetInput {
     /// Every table's files must have the table's columns with its types.
     fn check_schemas(&self) -> Result<()> {
         for (i, t) in WRITTEN.iter().enumerate() {
-            let Some(want) = schema_of(t) else { continue };
+            let Some(want) = stored_schema(t) else {
+                continue;
+            };
             for f in &self.files[i] {
                 let have = scan(std::slice::from_ref(f), None)
                     .and_then(|mut lf| lf.collect_schema())
@@ -188,20 +207,29 @@ impl ParquetInput {
         Ok(())
     }
 
-    /// The written table `name` (`samples`, `frames` or `stacks`): its columns in
-    /// schema order.
+    /// The written table `name` (`samples`, `frames`, `stacks` or `stack_counts`) as
+    /// the query shows it: its columns in schema order (`samples`' `time_s` computed
+    /// from what is stored).
     fn written(&self, name: &str) -> PolarsResult<LazyFrame> {
-        let schema = schema_of(name)
-            .ok_or_else(|| PolarsError::ComputeError(format!("no table {name}").into()))?;
+        let no_table = || PolarsError::ComputeError(format!("no table {name}").into());
+        let schema = schema_of(name).ok_or_else(no_table)?;
+        let stored = stored_schema(name).ok_or_else(no_table)?;
         let i = WRITTEN.iter().position(|t| *t == name).unwrap_or(0);
         let files = &self.files[i];
         if files.is_empty() {
             return Ok(DataFrame::empty_with_schema(&schema).lazy());
         }
-        Ok(scan(files, Some((&schema, &self.values[i])))?.select(
+        Ok(scan(files, Some((&stored, &self.values[i])))?.select(
             schema
                 .iter_names()
-                .map(|n| col(n.clone()))
+                .map(|n| match n.as_str() {
+                    "time_s" => (col("timestamp_us") - col(ORIGIN_COLUMN))
+                        .map(seconds, |_, f| {
+                            Ok(Field::new(f.name().clone(), DataType::Float64))
+                        })
+                        .alias("time_s"),
+                    _ => col(n.clone()),
+                })
                 .collect::<Vec<_>>(),
         ))
     }
@@ -210,6 +238,7 @@ impl ParquetInput {
     pub fn table(&self, name: &str) -> PolarsResult<LazyFrame> {
         Ok(match name {
             "samples" | "frames" | "stacks" => self.written(name)?,
+            "stack_counts" if self.counts_complete => self.written(name)?,
             "stack_counts" => {
                 let schema = stack_counts_schema();
                 let keys: Vec<Expr> = schema
@@ -249,16 +278,33 @@ impl ParquetInput {
                     .select(sf.iter_names().map(|n| col(n.clone())).collect::<Vec<_>>())
             }
             super::pushdown::GROUPED_TABLE => {
-                // One row per sample, each of weight 1: the grouped table's rows
-                // repeated by their weight, so sum(weight) is count(*).
                 let cols: Vec<Expr> = samples_schema()
                     .iter_names()
                     .filter(|n| is_grouped_column(n))
                     .map(|n| col(n.clone()))
                     .collect();
-                self.written("samples")?
-                    .select(cols)
-                    .with_column(lit(1).cast(IDX_DTYPE).alias(WEIGHT_COLUMN))
+                if self.counts_complete {
+                    // The stored stack_counts hold every grouped column (the leaf
+                    // frame's too), one row per stack, thread and status: a query
+                    // reads thousands of rows, not one per sample.
+                    let stored = stored_stack_counts_schema();
+                    let counts = if self.files[3].is_empty() {
+                        DataFrame::empty_with_schema(&stored).lazy()
+                    } else {
+                        scan(&self.files[3], Some((&stored, &self.values[3])))?
+                    };
+                    counts.select(
+                        cols.into_iter()
+                            .chain([col("samples").cast(IDX_DTYPE).alias(WEIGHT_COLUMN)])
+                            .collect::<Vec<_>>(),
+                    )
+                } else {
+                    // One row per sample, each of weight 1: the grouped table's rows
+                    // repeated by their weight, so sum(weight) is count(*).
+                    self.written("samples")?
+                        .select(cols)
+                        .with_column(lit(1).cast(IDX_DTYPE).alias(WEIGHT_COLUMN))
+                }
             }
             other => polars_bail!(ComputeError: "no table {other}"),
         })
@@ -278,6 +324,18 @@ impl ParquetInput {
             .select(cols)
             .unique_stable(None, UniqueKeepStrategy::First))
     }
+}
+
+/// Microseconds since the origin as `time_s`, computed as the TACH scan computes it:
+/// `t as f64 / 1e6`. (polars divides by a literal as a product with its reciprocal,
+/// which differs in the last bit for some values.)
+fn seconds(us: Column) -> PolarsResult<Column> {
+    let secs: Float64Chunked = us
+        .i64()?
+        .iter()
+        .map(|t| t.map(|t| t as f64 / 1e6))
+        .collect();
+    Ok(secs.with_name(us.name().clone()).into_column())
 }
 
 /// One Parquet scan over `files` (hive partitioning, so a dataset's `source=` column is

@@ -10,8 +10,10 @@ use polars::prelude::{DataType, Field, Schema};
 use crate::tach::filter::status;
 
 /// The version of this schema, shown by `tach query --schema` and docs/query.md. It
-/// changes when a column is added, removed, renamed or retyped.
-pub const SCHEMA_VERSION: u32 = 1;
+/// changes when a column is added, removed, renamed or retyped, here or in the layout
+/// a Parquet export stores the tables in (`samples_parquet.rs`). Version 2: exports
+/// store `origin_us` in place of `samples.time_s` and write `stack_counts`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The Parquet key-value metadata key under which every file of a tach Parquet export
 /// records its `file` column's one value, so that a reader of a dataset learns it from

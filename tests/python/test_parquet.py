@@ -12,6 +12,7 @@ import pathlib
 import subprocess
 
 import duckdb
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
@@ -71,7 +72,24 @@ def test_single_file_tables_read_by_pyarrow(single):
     assert frames.num_rows == query("select count(*) as n from frames", path)[0]["n"]
     stacks = pq.read_table(single / "stacks.parquet")
     assert stacks.num_rows == query("select count(*) as n from stacks", path)[0]["n"]
-    assert samples.schema.names[:4] == ["file", "sample", "timestamp_us", "time_s"]
+    # time_s is not stored: origin_us (one value per file) takes its place.
+    assert samples.schema.names[:4] == ["file", "sample", "timestamp_us", "origin_us"]
+    counts = pq.read_table(single / "stack_counts.parquet")
+    assert pc.sum(counts.column("samples")).as_py() == samples.num_rows
+
+
+def test_time_s_from_origin_us_in_duckdb_equals_tach_query(single):
+    """time_s is (timestamp_us - origin_us) / 1e6, as tach query computes it."""
+    path = GOLDEN / FILES[0]
+    sql = """select thread_id, min(time_s) as a, max(time_s) as b,
+             count(distinct time_s) as c
+             from {samples} group by thread_id order by thread_id"""
+    con = duckdb.connect()
+    got = con.execute(sql.format(samples=f"""(select thread_id,
+        (timestamp_us - origin_us) / 1e6 as time_s
+        from read_parquet('{single}/samples.parquet'))""")).fetchall()
+    want = [(r["thread_id"], r["a"], r["b"], r["c"]) for r in query(sql.format(samples="samples"), path)]
+    assert got == want
 
 
 def test_single_file_counts_in_duckdb_equal_tach_query(single):
@@ -119,6 +137,21 @@ def test_inclusive_counts_over_the_dataset_equal_tach_query(dataset):
     assert got == [(r["funcname"], r["n"]) for r in want]
 
 
+def test_self_counts_from_stack_counts_equal_tach_query(dataset):
+    """The dataset's stack_counts holds each stack's leaf frame: top self functions
+    over every file are one scan of it, no join and no row per sample."""
+    con = duckdb.connect()
+    got = con.execute(
+        f"""select funcname, sum(samples) as n
+            from read_parquet('{dataset}/stack_counts/*/*.parquet', hive_partitioning = true)
+            group by funcname order by n desc, funcname limit 10"""
+    ).fetchall()
+    want = query(TOP_SELF.format(samples="samples"), *[GOLDEN / f for f in FILES])
+    assert got == [(r["funcname"], r["n"]) for r in want]
+    table = pads.dataset(dataset / "stack_counts", format="parquet", partitioning="hive").to_table()
+    assert pc.sum(table.column("samples")).as_py() == sum(sample_count(GOLDEN / f) for f in FILES)
+
+
 def test_temporary_directories_are_not_read(tmp_path):
     """What an interrupted `--out-dir` run leaves (its hidden directory beside the
     tables' directories) is read by neither DuckDB, pyarrow nor tach query."""
@@ -157,7 +190,7 @@ def test_partitions_record_source_and_schema_version(tmp_path):
     tach("export", "--parquet", "--out-dir", ds, GOLDEN / FILES[1])
     version = tach("query", "--schema").splitlines()[0].split()[-1]
     size = (GOLDEN / FILES[1]).stat().st_size
-    for table in ["samples", "frames", "stacks"]:
+    for table in ["samples", "frames", "stacks", "stack_counts"]:
         part = ds / table / f"source={FILES[1][:-4]}" / "part-0.parquet"
         meta = pq.read_metadata(part)
         kv = {k.decode(): v.decode() for k, v in meta.metadata.items()}

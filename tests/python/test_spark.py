@@ -33,16 +33,18 @@ GOLDEN = ROOT / "golden" / "cpython-3.15.2"
 # threads and 15k samples.
 FILES = ["threads_mixed.bin", "threads_mixed_cpu.bin", "cpu_recursive.bin",
          "stdlib_tests_large.bin"]
-TABLES = ("samples", "stacks", "frames")
+TABLES = ("samples", "stacks", "frames", "stack_counts")
 SPARK_MAJOR = 4
 JAVA_MIN = 17
 
 # Each question: its `tach query` SQL over the TACH files, and the SQL that Spark and
-# DuckDB run over the dataset (views `samples`, `stacks`, `frames` of the hive-
-# partitioned tables; `source` is the partition column). The dataset has no
-# `stack_counts` table: inclusive counts join samples with the distinct frames of
-# each stack instead. tach's `file` column is compared as its file name without the
-# extension, which is the dataset's `source`.
+# DuckDB run over the dataset (views `samples`, `stacks`, `frames`, `stack_counts` of
+# the hive-partitioned tables; `source` is the partition column). The inclusive
+# questions join samples with the distinct frames of each stack (the form that needs
+# no stack_counts); `top_self_stack_counts` reads the dataset's stack_counts, which
+# holds each stack's leaf frame. The dataset stores `origin_us` in place of `time_s`.
+# tach's `file` column is compared as its file name without the extension, which is
+# the dataset's `source`.
 QUESTIONS = {
     "top_self_per_file": (
         """with t as (select file, funcname, filename, count(*) as n
@@ -65,6 +67,19 @@ QUESTIONS = {
            group by funcname, filename order by n desc, funcname, filename limit 10""",
         """select funcname, filename, count(*) as n from samples
            group by funcname, filename order by n desc, funcname, filename limit 10""",
+    ),
+    "top_self_stack_counts": (
+        """select funcname, filename, count(*) as n from samples
+           group by funcname, filename order by n desc, funcname, filename limit 10""",
+        """select funcname, filename, sum(samples) as n from stack_counts
+           group by funcname, filename order by n desc, funcname, filename limit 10""",
+    ),
+    "time_span_per_thread": (
+        """select file, thread_id, min(time_s) as first_s, max(time_s) as last_s
+           from samples group by file, thread_id order by file, thread_id""",
+        """select source, thread_id, min((timestamp_us - origin_us) / 1e6) as first_s,
+                  max((timestamp_us - origin_us) / 1e6) as last_s
+           from samples group by source, thread_id order by source, thread_id""",
     ),
     "top_inclusive": (
         """select s.funcname, s.filename, sum(c.samples) as n
@@ -120,7 +135,7 @@ QUESTIONS = {
 
 # Ordered answers are compared row by row; the keys of the others (file or source)
 # sort differently, so their rows are compared as sorted lists.
-ORDERED = {"top_self", "top_inclusive"}
+ORDERED = {"top_self", "top_self_stack_counts", "top_inclusive"}
 
 
 def norm(value, key=None):

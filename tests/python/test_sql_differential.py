@@ -65,8 +65,16 @@ def duck(sql, directory):
     for table in ("samples", "stacks", "frames"):
         path = f"{directory}/{table}.parquet"
         columns = con.execute(f"describe select * from read_parquet('{path}')").fetchall()
-        items = [f'cast("{c[0]}" as bigint) as "{c[0]}"' if c[1].startswith("U") else f'"{c[0]}"'
-                 for c in columns]
+        # Unsigned columns as BIGINT, as tach query has them (arithmetic never wraps).
+        items = []
+        for name, kind, *_ in columns:
+            if name == "origin_us":
+                # The export stores origin_us, one value per file, in place of time_s
+                # (docs/parquet.md): the view puts time_s back where tach query has it.
+                continue
+            items.append(f'cast("{name}" as bigint) as "{name}"' if kind.startswith("U") else f'"{name}"')
+            if name == "timestamp_us" and table == "samples":
+                items.append("(timestamp_us - origin_us) / 1e6 as time_s")
         con.execute(f"create view {table} as select {', '.join(items)} from read_parquet('{path}')")
     return [tuple(r) for r in con.execute(sql).fetchall()]
 

@@ -267,8 +267,14 @@ fn a_filter_on_file_reads_only_that_partition() {
         plan.contains(&one),
         "the scan's predicate does not name the file:\n{plan}"
     );
+    // A count is answered from the partition's stack_counts (funcname, samples and
+    // the filter's file), not from a row per sample.
     assert!(
-        plan.contains("PROJECT 2/"),
+        plan.contains("stack_counts/source=cpu_recursive/part-0.parquet]"),
+        "the count does not read stack_counts:\n{plan}"
+    );
+    assert!(
+        plan.contains("PROJECT 3/"),
         "projection not pushed down:\n{plan}"
     );
 }
@@ -331,7 +337,7 @@ fn incremental_dataset_export() {
             .keys()
             .filter(|p| p.ends_with("part-0.parquet"))
             .count(),
-        6
+        8
     );
 
     // The same conversion again: nothing written, nothing touched.
@@ -350,7 +356,7 @@ fn incremental_dataset_export() {
         }
     }
     let new: Vec<_> = second.keys().filter(|p| !first.contains_key(*p)).collect();
-    assert_eq!(new.len(), 6, "{new:?}"); // three partition directories, three files
+    assert_eq!(new.len(), 8, "{new:?}"); // four partition directories, four files
     assert!(new
         .iter()
         .all(|p| p.to_string_lossy().contains("source=deep_recursion")));
@@ -362,7 +368,7 @@ fn incremental_dataset_export() {
 
     // Every partition file records its source and the schema version.
     let bytes = std::fs::read(&b).unwrap();
-    for t in ["samples", "frames", "stacks"] {
+    for t in ["samples", "frames", "stacks", "stack_counts"] {
         let f = ds
             .join(t)
             .join("source=cpu_recursive")
