@@ -305,8 +305,9 @@ impl QueryEngine {
 }
 
 /// `lf` with every unsigned integer column cast to a signed 64-bit one: how SQL sees
-/// the tables. polars' arithmetic keeps an unsigned type unsigned and wraps (`min(depth)
-/// - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never true); SQL's
+/// the tables. polars' arithmetic keeps an unsigned type unsigned and wraps
+/// (`min(depth) - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never
+/// true); SQL's
 /// integers are signed. The cast is strict: a `thread_id` above 2^63 is an error, never
 /// a negative number. It is a projection after the scan, so polars still pushes the
 /// columns a query uses, its filters and its LIMIT into the scan.
