@@ -1,9 +1,9 @@
 #!/bin/sh
 # The recorder's whole test suite: CPython 3.11 on the host, the tach binary attached to
-# pyenv's and the chroot's interpreters, tach top's live view driven in tmux, then the
+# pyenv's and the chroot's interpreters (also --native and --async-aware), tach top's live view driven in tmux, then the
 # in-process suite again, with the same abi3 extension, on pyenv's 3.10 and 3.12 and on
 # the chroot's 3.13, 3.14 and 3.15 (each skipped loudly, not failed, when missing).
-# Usage: python/tests/run_all.sh [pytest args...]     (about 8 minutes on 2 cores)
+# Usage: python/tests/run_all.sh [pytest args...]     (about 12 minutes on 2 cores)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
@@ -14,6 +14,12 @@ echo "== Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
 echo "== The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_attach.py) || status=1
+echo "== Native stacks from outside (--native) against py-spy --native: pyenv 3.12, the chroot's 3.15"
+(cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_native.py) || status=1
+echo "== Async-aware stacks from outside (--async-aware) against CPython's sampler (3.15) and asyncio ps (3.14)"
+(cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_async.py) || status=1
 echo "== tach top's live view in tmux: pyenv 3.13 here, 3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_top_live.py) || status=1
