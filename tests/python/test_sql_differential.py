@@ -4,7 +4,7 @@ the same files, or is refused before it runs with a message that names the const
 or shows the rewrite.
 
 A silent difference fails. DuckDB (PyPI) is the reference. In tach's SQL every unsigned
-column (ids, depth, position) is a signed 64-bit integer, so that `min(depth) -
+column but thread_id (ids, depth, position) is a signed 64-bit integer, so that `min(depth) -
 max(depth)` is negative; DuckDB reads the same columns through views that cast them to
 BIGINT (over its UINTEGER columns DuckDB raises an overflow error instead).
 
@@ -65,7 +65,8 @@ def duck(sql, directory):
     for table in ("samples", "stacks", "frames"):
         path = f"{directory}/{table}.parquet"
         columns = con.execute(f"describe select * from read_parquet('{path}')").fetchall()
-        items = [f'cast("{c[0]}" as bigint) as "{c[0]}"' if c[1].startswith("U") else f'"{c[0]}"'
+        items = [f'cast("{c[0]}" as bigint) as "{c[0]}"'
+                 if c[1].startswith("U") and c[0] != "thread_id" else f'"{c[0]}"'
                  for c in columns]
         con.execute(f"create view {table} as select {', '.join(items)} from read_parquet('{path}')")
     return [tuple(r) for r in con.execute(sql).fetchall()]
