@@ -304,18 +304,18 @@ impl QueryEngine {
     }
 }
 
-/// `lf` with every unsigned integer column cast to a signed 64-bit one: how SQL sees
-/// the tables. polars' arithmetic keeps an unsigned type unsigned and wraps
+/// `lf` with every unsigned integer column but `thread_id` cast to a signed 64-bit one:
+/// how SQL sees the tables. polars' arithmetic keeps an unsigned type unsigned and wraps
 /// (`min(depth) - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never
-/// true); SQL's
-/// integers are signed. The cast is strict: a `thread_id` above 2^63 is an error, never
-/// a negative number. It is a projection after the scan, so polars still pushes the
-/// columns a query uses, its filters and its LIMIT into the scan.
+/// true); SQL's integers are signed. `thread_id` is an identifier that real recordings
+/// fill with all 64 bits (values above 2^63 exist), so it stays an unsigned 64-bit
+/// integer. The cast is a projection after the scan, so polars still pushes the columns
+/// a query uses, its filters and its LIMIT into the scan.
 fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
     let schema = lf.collect_schema()?;
     let casts: Vec<Expr> = schema
         .iter()
-        .filter(|(_, dtype)| dtype.is_unsigned_integer())
+        .filter(|(name, dtype)| dtype.is_unsigned_integer() && name.as_str() != "thread_id")
         .map(|(name, _)| col(name.clone()).strict_cast(DataType::Int64))
         .collect();
     Ok(if casts.is_empty() {

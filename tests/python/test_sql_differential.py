@@ -4,7 +4,7 @@ the same files, or is refused before it runs with a message that names the const
 or shows the rewrite.
 
 A silent difference fails. DuckDB (PyPI) is the reference. In tach's SQL every unsigned
-column (ids, depth, position) is a signed 64-bit integer, so that `min(depth) -
+column but thread_id (ids, depth, position) is a signed 64-bit integer, so that `min(depth) -
 max(depth)` is negative; DuckDB reads the same columns through views that cast them to
 BIGINT (over its UINTEGER columns DuckDB raises an overflow error instead).
 
@@ -65,14 +65,16 @@ def duck(sql, directory):
     for table in ("samples", "stacks", "frames"):
         path = f"{directory}/{table}.parquet"
         columns = con.execute(f"describe select * from read_parquet('{path}')").fetchall()
-        # Unsigned columns as BIGINT, as tach query has them (arithmetic never wraps).
+        # Unsigned columns as BIGINT, as tach query has them (arithmetic never wraps),
+        # but thread_id, which real recordings fill with all 64 bits.
         items = []
         for name, kind, *_ in columns:
             if name == "origin_us":
                 # The export stores origin_us, one value per file, in place of time_s
                 # (docs/parquet.md): the view puts time_s back where tach query has it.
                 continue
-            items.append(f'cast("{name}" as bigint) as "{name}"' if kind.startswith("U") else f'"{name}"')
+            signed = kind.startswith("U") and name != "thread_id"
+            items.append(f'cast("{name}" as bigint) as "{name}"' if signed else f'"{name}"')
             if name == "timestamp_us" and table == "samples":
                 items.append("(timestamp_us - origin_us) / 1e6 as time_s")
         con.execute(f"create view {table} as select {', '.join(items)} from read_parquet('{path}')")
