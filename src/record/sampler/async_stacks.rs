@@ -27,6 +27,21 @@ pub(super) enum AsyncPlan {
 }
 
 impl Sampler {
+    /// Whether the thread's own stack is read and written under `plan` (`plain`: the
+    /// thread is sampled as without `--async-aware`); a sample the plan leaves out for
+    /// want of a running task is counted as filtered.
+    pub(super) fn sampled_under(&mut self, plan: AsyncPlan, plain: bool) -> bool {
+        match plan {
+            AsyncPlan::Cut(_) => true,
+            AsyncPlan::Plain => plain,
+            AsyncPlan::Skip => {
+                self.stats.filtered += 1;
+                false
+            }
+            AsyncPlan::Collected => false,
+        }
+    }
+
     /// Decides what the thread's sample is, reading its asyncio state (and, running,
     /// the chain of tasks awaiting the running one into `async_items`).
     pub(super) fn async_plan(

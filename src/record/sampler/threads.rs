@@ -495,14 +495,8 @@ impl Sampler {
             ..
         } = thread;
         let mut plan = self.async_plan(tstate, tid, status, now_us)?;
-        match plan {
-            AsyncPlan::Cut(_) => {}
-            AsyncPlan::Plain if plain => {}
-            AsyncPlan::Skip => {
-                self.stats.filtered += 1;
-                return Ok(());
-            }
-            AsyncPlan::Plain | AsyncPlan::Collected => return Ok(()),
+        if !self.sampled_under(plan, plain) {
+            return Ok(());
         }
         // The exception state is read in the same system call as the stack, just after
         // it: read before, it can belong to another moment than the stack.
@@ -541,14 +535,8 @@ impl Sampler {
             if attempt > 1 && matches!(plan, AsyncPlan::Cut(_)) {
                 // The running task is read again with the stack: it may have changed.
                 plan = self.async_plan(tstate, tid, status, now_us)?;
-                match plan {
-                    AsyncPlan::Cut(_) => {}
-                    AsyncPlan::Plain if plain => {}
-                    AsyncPlan::Skip => {
-                        self.stats.filtered += 1;
-                        return Ok(());
-                    }
-                    _ => return Ok(()),
+                if !self.sampled_under(plan, plain) {
+                    return Ok(());
                 }
             }
             read.cut = match plan {
