@@ -158,6 +158,8 @@ enum Command {
   tach record -o app.tach -r 10000 --mode cpu --all-threads -- python -m mypkg.main
   tach record --pid 4242 -d 30 -o server.tach      # attach to a running process
   tach record --subprocesses -o job.tach -- python job.py   # also job_<pid>.tach per child
+  tach record --native -o app.tach -- python app.py        # C/C++/Rust frames too (x86-64)
+  tach record --async-aware --pid 4242 -o srv.tach          # asyncio tasks (3.14, 3.15)
   python -m tach run -o app.tach app.py            # in-process, without the tach binary")]
     Record(RecordArgs),
     /// Print every thread's current Python stack in a running process.
@@ -166,7 +168,9 @@ enum Command {
     /// exception). CPython 3.9-3.15.
     #[command(after_help = "Examples:
   tach dump 4242
-  tach dump --json 4242 | jq '.[0].frames[0]'")]
+  tach dump --json 4242 | jq '.[0].frames[0]'
+  tach dump --native 4242           # native frames with the Python ones spliced in
+  tach dump --async-aware 4242      # one stack per asyncio task (3.14, 3.15)")]
     Dump(DumpArgs),
     /// The summary table of CPython's `replay --pstats` (several files are summed), or
     /// the same table live, of a running program.
