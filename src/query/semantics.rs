@@ -105,6 +105,7 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
         return Err(e);
     }
     changed |= super::windows::rewrite(query, numeric);
+    let _ = VisitMut::visit(query.as_mut(), &mut UnsignedArithmetic(&mut changed));
     let _ = VisitMut::visit(query.as_mut(), &mut Arithmetic(&mut changed));
     let _ = VisitMut::visit(query.as_mut(), &mut CountsAreBigint(&mut changed));
     // ORDER BY a count needs no cast (the order is the same), and polars cannot match a
@@ -494,6 +495,107 @@ fn rounded(e: &Expr) -> Option<Expr> {
         .ok()
 }
 
+/// `thread_id` is the one unsigned column SQL sees (`super::signed` keeps it: real ids
+/// use all 64 bits), and polars' unsigned arithmetic wraps (`thread_id - 10^15` gave
+/// 18445744073709554736 for 3120). An integer operation on it (`+`, `-`, `*`, `%`, `//`,
+/// unary minus, `sum`) is computed in 128 bits and cast to BIGINT: the right value, or
+/// an error where it does not fit in a signed 64-bit integer, never a wrapped one.
+/// Division and `avg` give a DOUBLE and are left alone.
+struct UnsignedArithmetic<'a>(&'a mut bool);
+
+const UNSIGNED_COLUMNS: [&str; 1] = ["thread_id"];
+
+fn is_unsigned_column(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(i) => UNSIGNED_COLUMNS
+            .iter()
+            .any(|c| i.value.eq_ignore_ascii_case(c)),
+        Expr::CompoundIdentifier(parts) => parts.last().is_some_and(|i| {
+            UNSIGNED_COLUMNS
+                .iter()
+                .any(|c| i.value.eq_ignore_ascii_case(c))
+        }),
+        Expr::Nested(inner) => is_unsigned_column(inner),
+        // An aggregate or window that picks one of the column's values keeps its type.
+        Expr::Function(f) if VALUE_PICKERS.contains(&function_name(f).as_str()) => match &f.args {
+            FunctionArguments::List(list) => list.args.first().is_some_and(|a| {
+                matches!(a, sqlparser::ast::FunctionArg::Unnamed(
+                        sqlparser::ast::FunctionArgExpr::Expr(x),
+                    ) if is_unsigned_column(x))
+            }),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Functions whose value is one of their first argument's values.
+const VALUE_PICKERS: [&str; 10] = [
+    "min",
+    "max",
+    "first",
+    "last",
+    "any_value",
+    "mode",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+];
+
+fn cast_to(e: Expr, data_type: DataType) -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(e),
+        data_type,
+        array: false,
+        format: None,
+    }
+}
+
+fn widen(e: &mut Expr) -> bool {
+    if !is_unsigned_column(e) {
+        return false;
+    }
+    let column = std::mem::replace(e, Expr::value(sqlparser::ast::Value::Null));
+    *e = cast_to(column, DataType::HugeInt);
+    // (A picked value is cast as a whole: `CAST(max(thread_id) AS HUGEINT)`.)
+    true
+}
+
+impl VisitorMut for UnsignedArithmetic<'_> {
+    type Break = ();
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        use sqlparser::ast::{BinaryOperator as B, UnaryOperator as U};
+        let widened = match e {
+            Expr::BinaryOp {
+                left,
+                op: B::Plus | B::Minus | B::Multiply | B::Modulo | B::DuckIntegerDivide,
+                right,
+            } => widen(left) | widen(right),
+            Expr::UnaryOp { op: U::Minus, expr } => widen(expr),
+            Expr::Function(f) if function_name(f) == "sum" => match &mut f.args {
+                FunctionArguments::List(list) => list.args.iter_mut().fold(false, |w, a| {
+                    w | match a {
+                        sqlparser::ast::FunctionArg::Unnamed(
+                            sqlparser::ast::FunctionArgExpr::Expr(x),
+                        ) => widen(x),
+                        _ => false,
+                    }
+                }),
+                _ => false,
+            },
+            _ => false,
+        };
+        if widened {
+            let wide = std::mem::replace(e, Expr::value(sqlparser::ast::Value::Null));
+            *e = cast_to(Expr::Nested(Box::new(wide)), DataType::BigInt(None));
+            *self.0 = true;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// Rounding and integer division as SQL does them (DuckDB, PostgreSQL):
 /// - `round(x)` and `round(x, n)` round half away from zero (2.5 -> 3, -2.5 -> -3);
 ///   polars' `round` rounds half to even. `round(x, n)` is `r(x * 10^n) / 10^n` (for a
@@ -813,5 +915,30 @@ mod tests {
         assert!(out.contains("2.35") && out.contains("-3"), "{out}");
         assert!(out.contains("FLOOR(abs(((x) * 10.0)))"), "{out}");
         assert!(!out.contains("round("), "{out}");
+    }
+
+    #[test]
+    fn unsigned_thread_ids_are_widened_in_integer_arithmetic() {
+        let out = apply_plain(
+            "select thread_id - 5, -s.thread_id, sum(thread_id), thread_id / 2, \
+             min(thread_id) - max(thread_id), thread_id from samples s",
+        )
+        .unwrap();
+        assert!(
+            out.contains("CAST((CAST(thread_id AS HUGEINT) - 5) AS BIGINT)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("CAST((-CAST(s.thread_id AS HUGEINT)) AS BIGINT)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("CAST((sum(CAST(thread_id AS HUGEINT))) AS BIGINT)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("thread_id / 2") && out.ends_with("thread_id FROM samples s"),
+            "{out}"
+        );
     }
 }

@@ -1236,6 +1236,33 @@ fn unsigned_columns_subtract_below_zero_as_signed_integers() {
 }
 
 #[test]
+fn thread_id_arithmetic_gives_the_value_or_an_error_never_a_wrapped_one() {
+    // 53 threads: the difference of the smallest and the largest id is negative.
+    let bin = "stdlib_tests_large.bin";
+    let (_, samples) = decoded(bin);
+    let ids: Vec<i64> = samples.iter().map(|s| s.thread_id as i64).collect();
+    let (lo, hi) = (*ids.iter().min().unwrap(), *ids.iter().max().unwrap());
+    let e = engine(&[bin]);
+    let df = run(
+        &e,
+        "select min(thread_id) - max(thread_id) as d, -max(thread_id) as m, \
+         max(thread_id) - 1000000000000000 as far, sum(thread_id) as s from samples",
+    );
+    assert!(lo < hi);
+    assert_eq!(ints(&df, "d"), [Some(lo - hi)]);
+    assert_eq!(ints(&df, "m"), [Some(-hi)]);
+    assert_eq!(ints(&df, "far"), [Some(hi - 1_000_000_000_000_000)]);
+    assert_eq!(ints(&df, "s"), [Some(ids.iter().sum::<i64>())]);
+    // Ids above 2^63 (CPython's synthetic many-threads file) do not fit a signed result:
+    // an error, where polars' own arithmetic wrapped.
+    let e = engine(&["synthetic_many_threads_none.bin"]);
+    let err = e
+        .run("select max(thread_id) - 5 as x from samples")
+        .expect_err("an id above 2^63 minus 5 does not fit BIGINT");
+    assert!(err.to_string().contains("conversion"), "{err}");
+}
+
+#[test]
 fn counting_still_reads_grouped_samples_and_only_the_columns_used() {
     let e = engine(&["stdlib_tests_large.bin"]);
     let plan = e

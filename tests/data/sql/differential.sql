@@ -26,6 +26,8 @@ select floor(time_s) as sec, sum(case when has_gil then 1 else 0 end) * 1.0 / co
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, sum(n) over (order by sec) as running from b order by sec;
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select max(n) as busiest, min(n) as quietest from b;
 -- per-thread comparisons
+select thread_id % 1000 as low, thread_id // 1000 as high, count(*) as n from samples group by low, high order by n desc, low, high;
+with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id - (select min(thread_id) from t) as rel, n from t order by rel;
 select thread_id, count(*) as n, count(distinct funcname) as functions from samples group by thread_id order by n desc, thread_id;
 select thread_id, max(time_s) - min(time_s) as span_s from samples group by thread_id order by thread_id;
 select thread_id, avg(depth) as mean_depth, max(depth) as max_depth from samples group by thread_id order by thread_id;
