@@ -22,6 +22,7 @@ into a directory the chroot's interpreter is pointed at (PYTHONPATH).
 """
 
 import collections
+import glob
 import json
 import os
 import subprocess
@@ -389,13 +390,47 @@ def test_task_tree_as_asyncio_ps_shows_it_on_314(work):
     assert ("Task-1", "mid-0", "Task-2", "deep") in ours
 
 
-def test_versions_without_asyncio_offsets_are_refused_by_name(work):
-    need_chroot()
-    with Target("python3.13", work, PAUSED, "aio_paused.py", 30) as target:
-        r = tach("record", "--pid", str(target.pid), "--async-aware", "-d", "1",
-                 "-o", os.path.join(work, "x.tach"))
-    assert r.returncode != 0
-    assert "CPython 3.13 does not" in r.stderr, r.stderr
+def pyenv_python(minor):
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
+    return found[-1] if found else None
+
+
+@pytest.mark.parametrize("where", ["chroot-3.13", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13"])
+def test_versions_without_asyncio_offsets_are_refused_by_name(where, work):
+    """3.11-3.13 publish no asyncio debug offsets (docs/recorder.md, "Before 3.14"): every
+    way in refuses, naming the version, for `dump` and both modes of `record`."""
+    kind, version = where.split("-")
+    minor = int(version.split(".")[1])
+    if kind == "chroot":
+        need_chroot()
+        target = Target(f"python{version}", work, PAUSED, "aio_paused.py", 30)
+    else:
+        python = pyenv_python(minor)
+        if python is None:
+            pytest.skip(f"SKIPPED: async-aware refusal on pyenv {version}: not installed")
+        script = os.path.join(work, "aio_paused.py")
+        with open(script, "w") as f:
+            f.write(PAUSED)
+        target = subprocess.Popen([python, script, "30"], stdout=subprocess.PIPE, text=True)
+        assert target.stdout.readline().strip() == "ready"
+    pid = target.pid
+    try:
+        for args in (["record", "--pid", str(pid), "--async-aware", "-d", "1", "-o",
+                      os.path.join(work, "x.tach")],
+                     ["record", "--pid", str(pid), "--async-aware", "--async-mode", "all", "-d",
+                      "1", "-o", os.path.join(work, "x.tach")],
+                     ["dump", "--async-aware", str(pid)]):
+            r = tach(*args)
+            assert r.returncode != 0, (args, r.stdout)
+            assert f"CPython 3.{minor} does not" in r.stderr, (args, r.stderr)
+            assert "--async-aware needs CPython 3.14 or 3.15" in r.stderr, r.stderr
+            assert "panicked" not in r.stderr
+    finally:
+        if kind == "chroot":
+            target.__exit__(None, None, None)
+        else:
+            target.kill()
+            target.wait()
 
 
 PLAIN = """\
