@@ -25,6 +25,7 @@ import collections
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -473,6 +474,80 @@ while time.monotonic() < end:
 """
 
 
+BAD_NAMES = """\
+import asyncio, ctypes, sys, time
+
+KEEP = []
+
+def rename_to(task, obj):
+    # Replaces the task's name object, in the task itself, by `obj` (a float): asyncio's
+    # API makes every name a str, so this writes the pointer where the name's is.
+    name = task.get_name()
+    size = type(task).__basicsize__
+    words = (ctypes.c_void_p * (size // 8)).from_address(id(task))
+    at = [i for i in range(size // 8) if words[i] == id(name)]
+    assert len(at) == 1, at
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    KEEP.extend((name, obj))  # the old name keeps the reference the task held
+    words[at[0]] = id(obj)
+
+async def work(end):
+    while time.monotonic() < end:
+        t = time.perf_counter() + 0.002
+        while time.perf_counter() < t:
+            pass
+        await asyncio.sleep(0)
+
+async def main(seconds):
+    end = time.monotonic() + seconds
+    tasks = [asyncio.create_task(work(end), name=f"odd-{i}") for i in range(3)]
+    tasks += [asyncio.create_task(work(end), name=f"fine-{i}") for i in range(3)]
+    for i, t in enumerate(tasks[:3]):
+        rename_to(t, 1.5 + i)
+    print("ready", flush=True)
+    await asyncio.gather(*tasks)
+
+asyncio.run(main(float(sys.argv[1])))
+"""
+
+
+def summary_errors(stderr):
+    """(samples dropped, % of ticks with errors) from tach record's summary line."""
+    m = re.search(r"([\d,]+) dropped \(([\d.]+)% ticks with errors", stderr)
+    assert m, stderr
+    return int(m[1].replace(",", "")), float(m[2])
+
+
+def verify(path):
+    v = tach("verify", path)
+    assert v.returncode == 0 and ": ok (" in v.stdout, v.stdout + v.stderr
+
+
+@pytest.mark.parametrize("mode", ["running", "all"])
+def test_a_task_whose_name_is_not_a_string_is_counted_not_shown(mode, work):
+    """Three of six working tasks get a float as their name object (written into the
+    task: asyncio's API turns every name into a str). Their samples (running) or the
+    tasks themselves (all) are dropped and counted as errors in the summary; the others
+    are recorded; the file is valid."""
+    need_chroot()
+    with Target("python3.15", work, BAD_NAMES, "badname.py", 12) as target:
+        out = os.path.join(work, f"bad-{mode}.tach")
+        r = tach("record", "--pid", str(target.pid), "--async-aware", "--async-mode", mode,
+                 "-d", "2", "-o", out, timeout=60)
+    print(f"{mode}: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert "panicked" not in r.stderr
+    dropped, error_pct = summary_errors(r.stderr)
+    assert dropped > 0 and error_pct > 0, r.stderr
+    verify(out)
+    coll = os.path.join(work, f"bad-{mode}.collapsed")
+    assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
+    names = {f.split(":")[1] for frames, _ in read_collapsed(coll) for f in frames
+             if f.startswith("<task>:")}
+    assert {"fine-0", "fine-1", "fine-2", "Task-1"} <= names, names
+    assert not any(n.startswith(("odd-", "1.5", "2.5", "3.5")) for n in names), names
+
+
 def test_a_program_without_asyncio_records_as_without_the_flag(work):
     need_chroot()
     with Target("python3.15", work, PLAIN, "plain.py", 10) as target:
@@ -499,6 +574,10 @@ def test_ten_thousand_tasks_and_loops_closed_while_recording(mode, work):
     print(f"{mode}: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr
     assert took < 30, f"recording 4 s took {took:.0f} s"
+    # Tasks finished or loops closed under a read are counted, never more than a few.
+    dropped, error_pct = summary_errors(r.stderr)
+    assert error_pct < 20, r.stderr
+    verify(out)
     coll = os.path.join(work, f"faults-{mode}.collapsed")
     assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
     stacks = read_collapsed(coll)
