@@ -337,6 +337,65 @@ def test_same_stacks_as_cpythons_sampler_on_315(program, work, request):
                for frames, _ in stacks for f in frames[:1]), stacks[:3]
 
 
+# docs/query.md's queries by task: `<task>` frames are frames of file '<task>' named
+# after the task. Inclusive (a task with the tasks it awaits), and the task running (the
+# innermost task frame of each stack).
+TASK_INCLUSIVE_SQL = """
+select s.funcname as task, sum(c.samples) as samples
+from (select distinct file, stack_id, funcname from stacks where filename = '<task>') s
+join stack_counts c on s.file = c.file and s.stack_id = c.stack_id
+group by s.funcname order by samples desc
+"""
+TASK_RUNNING_SQL = """
+select t.funcname as task, sum(c.samples) as samples
+from (select file, stack_id, min(position) as position from stacks
+      where filename = '<task>' group by file, stack_id) inner_task
+join stacks t on t.file = inner_task.file and t.stack_id = inner_task.stack_id
+     and t.position = inner_task.position
+join stack_counts c on c.file = inner_task.file and c.stack_id = inner_task.stack_id
+group by t.funcname order by samples desc
+"""
+
+
+def query_counts(sql, path):
+    q = tach("query", "--format", "csv", sql, path)
+    if q.returncode != 0 and "built without SQL" in q.stderr:
+        pytest.skip(f"SKIPPED: tach query by task: {TACH} is built without SQL ({q.stderr.strip()})")
+    assert q.returncode == 0, q.stderr
+    rows = q.stdout.strip().splitlines()
+    assert rows[0] == "task,samples", q.stdout
+    return {task: int(n) for task, n in (r.rsplit(",", 1) for r in rows[1:])}
+
+
+def test_query_selects_by_task_as_cpythons_replay_counts(work):
+    """docs/query.md's two queries by task on a real async-aware recording (the tree,
+    CPython 3.15) give exactly the counts of CPython's own reader: `profiling.sampling
+    replay --collapsed` of the same file, each stack's `<task>` frames counted once
+    (inclusive) or its innermost one (running)."""
+    need_chroot()
+    with Target("python3.15", work, TREE, "aio_tree.py", 10) as target:
+        out = os.path.join(work, "tree.tach")
+        r = tach("record", "--pid", str(target.pid), "--async-aware", "-d", "3", "-o", out)
+        assert r.returncode == 0, r.stderr
+    replayed = os.path.join(work, "replayed.collapsed")
+    p = subprocess.run([CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "replay",
+                        "--collapsed", "-o", replayed, out],
+                       cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    inclusive, running = collections.Counter(), collections.Counter()
+    for frames, n in read_collapsed(replayed):
+        tasks = [function_of(f)[1] for f in frames if f.startswith("<task>:")]
+        for task in set(tasks):
+            inclusive[task] += n
+        if tasks:
+            running[tasks[-1]] += n
+    assert query_counts(TASK_INCLUSIVE_SQL, out) == dict(inclusive)
+    assert query_counts(TASK_RUNNING_SQL, out) == dict(running)
+    # By construction: the work runs in the nine deepest-N tasks, all under Task-1.
+    assert {f"deepest-{10 * i + k}" for i in range(3) for k in range(3)} <= set(running)
+    assert inclusive["Task-1"] == max(inclusive.values())
+
+
 def ps_tasks(pid):
     """{(task names from the root to the task): coroutine stack innermost first} from the
     table `python3.14 -m asyncio ps PID` prints (asyncio.tools' own rows, as JSON: the
