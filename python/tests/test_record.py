@@ -466,23 +466,31 @@ def check_task_tree(data, mode):
     chains = [(names, st) for when, names, st in chains if when >= first]
     working = [(names, st) for names, st in chains if "deepest" in funcs(st)]
     assert len(working) > 200, chains[:5]
-    seen = set()
+    seen, wrong = set(), []
     for names, st in working:
-        # Task-1 > mid-i > (gather's unnamed task) > deepest-(10i+k), as built.
-        assert len(names) == 4 and names[0] == "Task-1", names
-        i = int(names[1].removeprefix("mid-"))
-        assert names[2].startswith("Task-") and names[3] in (f"deepest-{10 * i}", f"deepest-{10 * i + 1}"), names
-        # The task's frame right above its coroutine's.
+        # Task-1 > mid-i > (gather's unnamed task) > deepest-(10i+k), as built, and the
+        # task's frame right above its coroutine's.
         fs = funcs(st)
-        assert st[fs.index("deepest") + 1] == ("<task>", names[3], None), st
-        seen.add(names[3])
+        i = names[1].removeprefix("mid-") if len(names) == 4 else ""
+        if (len(names) == 4 and names[0] == "Task-1" and i.isdigit() and names[2].startswith("Task-")
+                and names[3] in (f"deepest-{10 * int(i)}", f"deepest-{10 * int(i) + 1}")
+                and st[fs.index("deepest") + 1] == ("<task>", names[3], None)):
+            seen.add(names[3])
+        else:
+            wrong.append((names, st))
+    # A pause that times out on a loaded machine reads a running thread: the same
+    # tolerance for torn samples as the other stack checks.
+    assert len(wrong) <= 0.02 * len(working), wrong[:3]
     assert seen == {"deepest-0", "deepest-1", "deepest-10", "deepest-11"}, seen
+    timer = sum(1 for names, _ in chains if names == ["Task-1", "timer"])
     if mode == "all":
         # Every task, waiting ones too, and nothing of the event loop's own frames.
-        assert any(names == ["Task-1", "timer"] for names, _ in chains), chains[:5]
+        assert timer > 100, chains[:5]
         assert not any(qualname("BaseEventLoop._run_once") in funcs(st) for _, st in chains)
     else:
-        assert not any("timer" in names for names, _ in chains)
+        # The timer runs only its first and last steps, microseconds: a sample of it is
+        # rare, not one per tick.
+        assert timer <= 5, timer
 
 
 ASYNC_OK = sys.version_info >= (3, 14)
