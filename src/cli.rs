@@ -191,6 +191,7 @@ enum Command {
   tach top --per-file --format csv runs/*.bin > top.csv
   tach top --pid 4242 -a                            # live: a running process, every thread
   tach top --mode cpu -o app.tach -- python app.py  # live: start it, also write the file
+  tach top --async-aware --sort total --pid 4242     # live: asyncio tasks as <task> rows (3.14, 3.15)
 
 Live view keys:
   s t n        sort by self, total or name    l         by line / by function

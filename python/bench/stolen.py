@@ -11,6 +11,13 @@ its cost per sample is that difference divided by the samples taken.
         --tach target/release/tach --pyspy .venv/bin/py-spy
     .venv/bin/python python/bench/stolen.py --rate 1000 --repeat 3 --tach target/release/tach \\
         --python "scripts/cpython-chroot run -- python3.15" --cpython
+    .venv/bin/python python/bench/stolen.py --rate 1000 --repeat 5 --tach target/release/tach \\
+        --python "scripts/cpython-chroot run -- python3.15" --cpython --asyncio
+
+--asyncio: the thread spins in the innermost of a chain of asyncio tasks (a TaskGroup
+task gathering a task that awaits the spinning one), and tach and CPython's sampler are
+also run with --async-aware (the running task and the tasks awaiting it read at every
+sample), beside their rows without it.
 
 Profilers: tach (blocking, the default at 1 kHz, and --no-blocking), py-spy (default,
 which stops every thread, and --nonblocking), CPython 3.15's `profiling.sampling attach`
@@ -48,6 +55,41 @@ print(json.dumps({"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps}), flus
 """
 
 
+# The same spin, in a task awaited by a task gathered by a TaskGroup's task under main.
+ASYNC_SPIN = r"""
+import asyncio, json, sys, time
+
+def spin(seconds):
+    pc = time.perf_counter_ns
+    end = pc() + int(seconds * 1e9)
+    stolen = gaps = 0
+    last = t0 = pc()
+    while last < end:
+        now = pc()
+        if now - last > 3000:
+            stolen += now - last
+            gaps += 1
+        last = now
+    return {"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps}
+
+async def leaf(seconds):
+    return spin(seconds)
+
+async def mid(seconds):
+    return await asyncio.create_task(leaf(seconds), name="leaf")
+
+async def main():
+    print("ready", flush=True)
+    await asyncio.sleep(float(sys.argv[2]))
+    async with asyncio.TaskGroup() as tg:
+        t = tg.create_task(mid(float(sys.argv[1])), name="mid")
+        other = tg.create_task(asyncio.sleep(0), name="other")
+    print(json.dumps(t.result()), flush=True)
+
+asyncio.run(main())
+"""
+
+
 def one_run(python, script, seconds, profiler):
     """The share of the spinning thread's time stolen, with `profiler(pid)` (a command,
     or None) attached for the whole spin."""
@@ -76,13 +118,15 @@ def main():
     ap.add_argument("--pyspy", help="a py-spy binary: py-spy record, default and --nonblocking")
     ap.add_argument("--cpython", action="store_true",
                     help="CPython 3.15's profiling.sampling attach (run by --python)")
+    ap.add_argument("--asyncio", action="store_true",
+                    help="spin in a chain of asyncio tasks; also run the profilers with --async-aware")
     args = ap.parse_args()
     python = shlex.split(args.python)
     # Under the checkout: a chroot sees only the checkout.
     scratch = tempfile.mkdtemp(prefix="stolen-", dir=os.path.join(os.getcwd(), "target"))
     script = os.path.join(scratch, "spin.py")
     with open(script, "w") as f:
-        f.write(SPIN)
+        f.write(ASYNC_SPIN if args.asyncio else SPIN)
     # Whole seconds: py-spy takes no fraction.
     d = str(int(args.seconds) + 2)
     r = str(args.rate)
@@ -93,6 +137,11 @@ def main():
             ("tach record --pid (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]),
             ("tach record --pid --no-blocking", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--no-blocking", "-o", out + ".tach"]),
         ]
+        if args.asyncio:
+            profilers += [
+                ("tach record --pid --async-aware (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--async-aware", "--blocking", "-o", out + ".tach"]),
+                ("tach record --pid --async-aware --no-blocking", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--async-aware", "--no-blocking", "-o", out + ".tach"]),
+            ]
     if args.pyspy:
         profilers += [
             ("py-spy record (default)", lambda p: [args.pyspy, "record", "-p", str(p), "-r", r, "-d", d, "-f", "raw", "-o", out + ".pyspy"]),
@@ -103,6 +152,12 @@ def main():
             ("CPython 3.15 attach --blocking", lambda p: python + ["-m", "profiling.sampling", "attach", "--blocking", "-r", r, "-d", d, "--binary", "-o", out + ".bin", str(p)]),
             ("CPython 3.15 attach", lambda p: python + ["-m", "profiling.sampling", "attach", "-r", r, "-d", d, "--binary", "-o", out + ".bin", str(p)]),
         ]
+        if args.asyncio:
+            # --async-aware cannot write --binary (CPython refuses): collapsed stacks.
+            profilers += [
+                ("CPython 3.15 attach --async-aware --blocking", lambda p: python + ["-m", "profiling.sampling", "attach", "--async-aware", "--blocking", "-r", r, "-d", d, "--collapsed", "-o", out + ".collapsed", str(p)]),
+                ("CPython 3.15 attach --async-aware", lambda p: python + ["-m", "profiling.sampling", "attach", "--async-aware", "-r", r, "-d", d, "--collapsed", "-o", out + ".collapsed", str(p)]),
+            ]
     runs = {name: [] for name, _ in profilers}
     for _ in range(args.repeat):
         # Interleaved: a change in the machine's state moves every profiler alike.

@@ -24,6 +24,8 @@ def start(
     hidden: Sequence[str] = ...,
     gc: bool = True,
     blocking: bool | None = None,
+    async_aware: bool = False,
+    async_mode: str | None = None,
 ) -> None: ...
 
 class RunRequest:

@@ -44,7 +44,9 @@ def start(path=None, *, quiet=False, **options):
     thread holding the GIL while each sample is read, so that every sample is one
     moment's stacks; False reads running threads (cheaper, less accurate). The default
     (None) blocks at rates up to 1 kHz, where it costs the program about 2%, and not
-    above (about 30% at 10 kHz). quiet: do not print the summary line at stop.
+    above (about 30% at 10 kHz). async_aware: asyncio tasks as ``<task>`` frames under
+    the tasks awaiting them (CPython 3.14 and 3.15, wall mode), async_mode: running
+    (default) or all. quiet: do not print the summary line at stop.
     """
     # Validated natively, by the code that checks `tach record`'s flags: one set of
     # rules and messages (ValueError) for every front end.

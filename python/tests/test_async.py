@@ -22,8 +22,10 @@ into a directory the chroot's interpreter is pointed at (PYTHONPATH).
 """
 
 import collections
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -335,6 +337,65 @@ def test_same_stacks_as_cpythons_sampler_on_315(program, work, request):
                for frames, _ in stacks for f in frames[:1]), stacks[:3]
 
 
+# docs/query.md's queries by task: `<task>` frames are frames of file '<task>' named
+# after the task. Inclusive (a task with the tasks it awaits), and the task running (the
+# innermost task frame of each stack).
+TASK_INCLUSIVE_SQL = """
+select s.funcname as task, sum(c.samples) as samples
+from (select distinct file, stack_id, funcname from stacks where filename = '<task>') s
+join stack_counts c on s.file = c.file and s.stack_id = c.stack_id
+group by s.funcname order by samples desc
+"""
+TASK_RUNNING_SQL = """
+select t.funcname as task, sum(c.samples) as samples
+from (select file, stack_id, min(position) as position from stacks
+      where filename = '<task>' group by file, stack_id) inner_task
+join stacks t on t.file = inner_task.file and t.stack_id = inner_task.stack_id
+     and t.position = inner_task.position
+join stack_counts c on c.file = inner_task.file and c.stack_id = inner_task.stack_id
+group by t.funcname order by samples desc
+"""
+
+
+def query_counts(sql, path):
+    q = tach("query", "--format", "csv", sql, path)
+    if q.returncode != 0 and "built without SQL" in q.stderr:
+        pytest.skip(f"SKIPPED: tach query by task: {TACH} is built without SQL ({q.stderr.strip()})")
+    assert q.returncode == 0, q.stderr
+    rows = q.stdout.strip().splitlines()
+    assert rows[0] == "task,samples", q.stdout
+    return {task: int(n) for task, n in (r.rsplit(",", 1) for r in rows[1:])}
+
+
+def test_query_selects_by_task_as_cpythons_replay_counts(work):
+    """docs/query.md's two queries by task on a real async-aware recording (the tree,
+    CPython 3.15) give exactly the counts of CPython's own reader: `profiling.sampling
+    replay --collapsed` of the same file, each stack's `<task>` frames counted once
+    (inclusive) or its innermost one (running)."""
+    need_chroot()
+    with Target("python3.15", work, TREE, "aio_tree.py", 10) as target:
+        out = os.path.join(work, "tree.tach")
+        r = tach("record", "--pid", str(target.pid), "--async-aware", "-d", "3", "-o", out)
+        assert r.returncode == 0, r.stderr
+    replayed = os.path.join(work, "replayed.collapsed")
+    p = subprocess.run([CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "replay",
+                        "--collapsed", "-o", replayed, out],
+                       cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    inclusive, running = collections.Counter(), collections.Counter()
+    for frames, n in read_collapsed(replayed):
+        tasks = [function_of(f)[1] for f in frames if f.startswith("<task>:")]
+        for task in set(tasks):
+            inclusive[task] += n
+        if tasks:
+            running[tasks[-1]] += n
+    assert query_counts(TASK_INCLUSIVE_SQL, out) == dict(inclusive)
+    assert query_counts(TASK_RUNNING_SQL, out) == dict(running)
+    # By construction: the work runs in the nine deepest-N tasks, all under Task-1.
+    assert {f"deepest-{10 * i + k}" for i in range(3) for k in range(3)} <= set(running)
+    assert inclusive["Task-1"] == max(inclusive.values())
+
+
 def ps_tasks(pid):
     """{(task names from the root to the task): coroutine stack innermost first} from the
     table `python3.14 -m asyncio ps PID` prints (asyncio.tools' own rows, as JSON: the
@@ -389,13 +450,47 @@ def test_task_tree_as_asyncio_ps_shows_it_on_314(work):
     assert ("Task-1", "mid-0", "Task-2", "deep") in ours
 
 
-def test_versions_without_asyncio_offsets_are_refused_by_name(work):
-    need_chroot()
-    with Target("python3.13", work, PAUSED, "aio_paused.py", 30) as target:
-        r = tach("record", "--pid", str(target.pid), "--async-aware", "-d", "1",
-                 "-o", os.path.join(work, "x.tach"))
-    assert r.returncode != 0
-    assert "CPython 3.13 does not" in r.stderr, r.stderr
+def pyenv_python(minor):
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
+    return found[-1] if found else None
+
+
+@pytest.mark.parametrize("where", ["chroot-3.13", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13"])
+def test_versions_without_asyncio_offsets_are_refused_by_name(where, work):
+    """3.11-3.13 publish no asyncio debug offsets (docs/recorder.md, "Before 3.14"): every
+    way in refuses, naming the version, for `dump` and both modes of `record`."""
+    kind, version = where.split("-")
+    minor = int(version.split(".")[1])
+    if kind == "chroot":
+        need_chroot()
+        target = Target(f"python{version}", work, PAUSED, "aio_paused.py", 30)
+    else:
+        python = pyenv_python(minor)
+        if python is None:
+            pytest.skip(f"SKIPPED: async-aware refusal on pyenv {version}: not installed")
+        script = os.path.join(work, "aio_paused.py")
+        with open(script, "w") as f:
+            f.write(PAUSED)
+        target = subprocess.Popen([python, script, "30"], stdout=subprocess.PIPE, text=True)
+        assert target.stdout.readline().strip() == "ready"
+    pid = target.pid
+    try:
+        for args in (["record", "--pid", str(pid), "--async-aware", "-d", "1", "-o",
+                      os.path.join(work, "x.tach")],
+                     ["record", "--pid", str(pid), "--async-aware", "--async-mode", "all", "-d",
+                      "1", "-o", os.path.join(work, "x.tach")],
+                     ["dump", "--async-aware", str(pid)]):
+            r = tach(*args)
+            assert r.returncode != 0, (args, r.stdout)
+            assert f"CPython 3.{minor} does not" in r.stderr, (args, r.stderr)
+            assert "--async-aware needs CPython 3.14 or 3.15" in r.stderr, r.stderr
+            assert "panicked" not in r.stderr
+    finally:
+        if kind == "chroot":
+            target.__exit__(None, None, None)
+        else:
+            target.kill()
+            target.wait()
 
 
 PLAIN = """\
@@ -438,6 +533,80 @@ while time.monotonic() < end:
 """
 
 
+BAD_NAMES = """\
+import asyncio, ctypes, sys, time
+
+KEEP = []
+
+def rename_to(task, obj):
+    # Replaces the task's name object, in the task itself, by `obj` (a float): asyncio's
+    # API makes every name a str, so this writes the pointer where the name's is.
+    name = task.get_name()
+    size = type(task).__basicsize__
+    words = (ctypes.c_void_p * (size // 8)).from_address(id(task))
+    at = [i for i in range(size // 8) if words[i] == id(name)]
+    assert len(at) == 1, at
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    KEEP.extend((name, obj))  # the old name keeps the reference the task held
+    words[at[0]] = id(obj)
+
+async def work(end):
+    while time.monotonic() < end:
+        t = time.perf_counter() + 0.002
+        while time.perf_counter() < t:
+            pass
+        await asyncio.sleep(0)
+
+async def main(seconds):
+    end = time.monotonic() + seconds
+    tasks = [asyncio.create_task(work(end), name=f"odd-{i}") for i in range(3)]
+    tasks += [asyncio.create_task(work(end), name=f"fine-{i}") for i in range(3)]
+    for i, t in enumerate(tasks[:3]):
+        rename_to(t, 1.5 + i)
+    print("ready", flush=True)
+    await asyncio.gather(*tasks)
+
+asyncio.run(main(float(sys.argv[1])))
+"""
+
+
+def summary_errors(stderr):
+    """(samples dropped, % of ticks with errors) from tach record's summary line."""
+    m = re.search(r"([\d,]+) dropped \(([\d.]+)% ticks with errors", stderr)
+    assert m, stderr
+    return int(m[1].replace(",", "")), float(m[2])
+
+
+def verify(path):
+    v = tach("verify", path)
+    assert v.returncode == 0 and ": ok (" in v.stdout, v.stdout + v.stderr
+
+
+@pytest.mark.parametrize("mode", ["running", "all"])
+def test_a_task_whose_name_is_not_a_string_is_counted_not_shown(mode, work):
+    """Three of six working tasks get a float as their name object (written into the
+    task: asyncio's API turns every name into a str). Their samples (running) or the
+    tasks themselves (all) are dropped and counted as errors in the summary; the others
+    are recorded; the file is valid."""
+    need_chroot()
+    with Target("python3.15", work, BAD_NAMES, "badname.py", 12) as target:
+        out = os.path.join(work, f"bad-{mode}.tach")
+        r = tach("record", "--pid", str(target.pid), "--async-aware", "--async-mode", mode,
+                 "-d", "2", "-o", out, timeout=60)
+    print(f"{mode}: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert "panicked" not in r.stderr
+    dropped, error_pct = summary_errors(r.stderr)
+    assert dropped > 0 and error_pct > 0, r.stderr
+    verify(out)
+    coll = os.path.join(work, f"bad-{mode}.collapsed")
+    assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
+    names = {f.split(":")[1] for frames, _ in read_collapsed(coll) for f in frames
+             if f.startswith("<task>:")}
+    assert {"fine-0", "fine-1", "fine-2", "Task-1"} <= names, names
+    assert not any(n.startswith(("odd-", "1.5", "2.5", "3.5")) for n in names), names
+
+
 def test_a_program_without_asyncio_records_as_without_the_flag(work):
     need_chroot()
     with Target("python3.15", work, PLAIN, "plain.py", 10) as target:
@@ -464,6 +633,10 @@ def test_ten_thousand_tasks_and_loops_closed_while_recording(mode, work):
     print(f"{mode}: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr
     assert took < 30, f"recording 4 s took {took:.0f} s"
+    # Tasks finished or loops closed under a read are counted, never more than a few.
+    dropped, error_pct = summary_errors(r.stderr)
+    assert error_pct < 20, r.stderr
+    verify(out)
     coll = os.path.join(work, f"faults-{mode}.collapsed")
     assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
     stacks = read_collapsed(coll)

@@ -415,6 +415,120 @@ def test_generators_and_async(tmp_path):
         assert "<module>" in names
 
 
+# A tree of tasks known by construction: main's TaskGroup runs mid-0 and mid-1, each
+# gathers two leaf coroutines (wrapped in unnamed tasks), each awaiting a task named
+# deepest-N that does the work; a task named timer only waits.
+ASYNC_TREE = """
+    import asyncio, sys, time
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    async def deepest(end):
+        while time.monotonic() < end:
+            spin(0.002)
+            await asyncio.sleep(0)
+
+    async def leaf(i, end):
+        await asyncio.create_task(deepest(end), name=f"deepest-{i}")
+
+    async def mid(i, end):
+        await asyncio.gather(*(leaf(10 * i + k, end) for k in range(2)))
+
+    async def main(seconds):
+        end = time.monotonic() + seconds
+        async with asyncio.TaskGroup() as tg:
+            for i in range(2):
+                tg.create_task(mid(i, end), name=f"mid-{i}")
+            tg.create_task(asyncio.sleep(seconds), name="timer")
+"""
+
+
+def task_chains(data):
+    """[(task names root first, frames innermost first)] of every sample, by time."""
+    frames = [(os.path.basename(f[0]), f[1], f[2]) for f in data["frames"]]
+    out = []
+    for _, _, when, _, stack in sorted(data["samples"], key=lambda s: s[2]):
+        st = [frames[i] for i in stack]
+        out.append((when, [f[1] for f in reversed(st) if f[0] == "<task>"], st))
+    return out
+
+
+def check_task_tree(data, mode):
+    chains = task_chains(data)
+    # Until the recorder finds asyncio's offsets (looked for every 50 ms while asyncio is
+    # not imported), the loop's tasks are plain stacks: at most that long.
+    first = next(when for when, names, _ in chains if names)
+    early = [when for when, names, st in chains if "deepest" in funcs(st) and when < first]
+    assert not early or early[-1] - early[0] < 100_000, early
+    chains = [(names, st) for when, names, st in chains if when >= first]
+    working = [(names, st) for names, st in chains if "deepest" in funcs(st)]
+    assert len(working) > 200, chains[:5]
+    seen, wrong = set(), []
+    for names, st in working:
+        # Task-1 > mid-i > (gather's unnamed task) > deepest-(10i+k), as built, and the
+        # task's frame right above its coroutine's.
+        fs = funcs(st)
+        i = names[1].removeprefix("mid-") if len(names) == 4 else ""
+        if (len(names) == 4 and names[0] == "Task-1" and i.isdigit() and names[2].startswith("Task-")
+                and names[3] in (f"deepest-{10 * int(i)}", f"deepest-{10 * int(i) + 1}")
+                and st[fs.index("deepest") + 1] == ("<task>", names[3], None)):
+            seen.add(names[3])
+        else:
+            wrong.append((names, st))
+    # A pause that times out on a loaded machine reads a running thread: the same
+    # tolerance for torn samples as the other stack checks.
+    assert len(wrong) <= 0.02 * len(working), wrong[:3]
+    assert seen == {"deepest-0", "deepest-1", "deepest-10", "deepest-11"}, seen
+    timer = sum(1 for names, _ in chains if names == ["Task-1", "timer"])
+    if mode == "all":
+        # Every task, waiting ones too, and nothing of the event loop's own frames.
+        assert timer > 100, chains[:5]
+        assert not any(qualname("BaseEventLoop._run_once") in funcs(st) for _, st in chains)
+    else:
+        # The timer runs only its first and last steps, microseconds: a sample of it is
+        # rare, not one per tick.
+        assert timer <= 5, timer
+
+
+ASYNC_OK = sys.version_info >= (3, 14)
+
+
+@pytest.mark.parametrize("mode", ["running", "all"])
+def test_async_aware_in_process(tmp_path, mode):
+    """`python -m tach run --async-aware` and `tach.start(async_aware=True)` read their
+    own process's tasks with the reader `tach record --async-aware` uses (3.14, 3.15);
+    before 3.14 both refuse by name, saying which versions can."""
+    script = write_script(tmp_path, textwrap.dedent(ASYNC_TREE) + "\nasyncio.run(main(2.0))\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tach", "run", "-o", str(tmp_path / "run.tach"), "--async-aware",
+         "--async-mode", mode, str(script)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )
+    api = run_python(tmp_path, textwrap.dedent(ASYNC_TREE) + f"""
+import tach
+tach.start("api.tach", async_aware=True, async_mode={mode!r}, quiet=True)
+try:
+    asyncio.run(main(2.0))
+finally:
+    tach.stop()
+""")
+    if not ASYNC_OK:
+        version = f"CPython 3.{sys.version_info[1]} does not"
+        assert proc.returncode != 0 and version in proc.stderr, proc.stderr
+        assert "--async-aware needs CPython 3.14 or 3.15" in proc.stderr, proc.stderr
+        assert api.returncode != 0 and "RuntimeError" in api.stderr and version in api.stderr, api.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    assert api.returncode == 0, api.stderr
+    for name in ("run.tach", "api.tach"):
+        data = _native.load(str(tmp_path / name))
+        check_header(data)
+        check_task_tree(data, mode)
+
+
 def test_exceptions_and_exception_mode(tmp_path):
     script = write_script(tmp_path, """
         import time

@@ -441,3 +441,60 @@ def test_errors_are_those_of_tach_record(work, tmux):
     p = subprocess.run([TACH, "top", "--pid", str(os.getpid())], capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=WAIT)
     assert p.returncode == 2 and "need a terminal" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("mode", ["running", "all"])
+def test_async_aware_live_view_shows_the_tasks(mode, work, tmux):
+    """`tach top --async-aware --pid PID` on the chroot's CPython 3.15, on test_async.py's
+    tree of tasks (main's TaskGroup runs mid-0..2, each gathers three leaf tasks awaiting
+    a deepest-N task that does the work, and a `timer` task waits): the view lists each
+    task as a function of file <task>; by total, Task-1 holds the mid tasks, which split
+    it between them. `running` shows the tasks on the CPU only, `all` the waiting timer
+    too (`running` only when a sample falls in one of its two short steps). The last
+    table is the one `tach top OUT` prints."""
+    from test_async import TREE
+
+    cmd = need(INTERPRETERS[1])
+    script = os.path.join(work, "aio_tree.py")
+    with open(script, "w") as f:
+        f.write(TREE)
+    out = os.path.join(work, "out.tach")
+    proc = subprocess.Popen(cmd + [script, "6"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        pid = accuracy.wait_for_child_python(None, script)
+        tmux.type(f"{TACH} top --async-aware --async-mode {mode} --sort total -o {out} "
+                  f"--pid {pid}; echo EXIT=$?")
+        s = tmux.wait("the program's exit", lambda s: f"process {pid} exited; q quits" in s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=WAIT)
+    r = {(row[1], row[0]): row for row in rows(s)}
+    root = r[("<task>", "Task-1")]
+    mids = [r[("<task>", f"mid-{i}")] for i in range(3)]
+    # The mid tasks share the work: each a sizeable part, together nearly all of the
+    # root's samples and never more (they are under it).
+    assert root[5] > 50, s
+    assert all(m[3] > 0.1 * root[3] for m in mids), s
+    assert 0.9 * root[3] <= sum(m[3] for m in mids) <= root[3], s
+    # A task frame has no code: no self time.
+    assert all(row[2] == 0 for key, row in r.items() if key[0] == "<task>"), s
+    # The timer task waits all along: `all` shows it in every tick; `running` only if a
+    # sample fell in one of its two steps (microseconds).
+    timer = r.get(("<task>", "timer"), (0, 0, 0, 0))[3]
+    assert timer > 100 if mode == "all" else timer <= 5, s
+    live = table_text(s)
+    printed = subprocess.run([TACH, "top", "--sort", "total", "-l", str(len(rows(s))), out],
+                             capture_output=True, text=True, timeout=WAIT)
+    assert printed.returncode == 0, printed.stderr
+    assert "\n".join(printed.stdout.splitlines()[2:]) == live
+    # Every deepest task (named by construction) is in the file's table.
+    everything = subprocess.run([TACH, "top", "-l", "1000", out], capture_output=True, text=True,
+                                timeout=WAIT).stdout
+    for i in range(3):
+        for k in range(3):
+            assert f"<task>(deepest-{10 * i + k})" in everything, everything
+    tmux.keys("q")
+    s = tmux.wait("EXIT", lambda s: re.search(r"^EXIT=\d+", s, re.M))
+    assert re.search(r"^EXIT=0$", s, re.M), s

@@ -56,7 +56,7 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
 #[pyfunction]
 #[pyo3(signature = (path=None, *, rate=None, interval_us=None, mode="wall", all_threads=false,
                     opcodes=false, compression="auto", duration=None, hidden=Vec::new(),
-                    gc=true, blocking=None))]
+                    gc=true, blocking=None, async_aware=false, async_mode=None))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -71,7 +71,12 @@ fn start(
     hidden: Vec<String>,
     gc: bool,
     blocking: Option<bool>,
+    async_aware: bool,
+    async_mode: Option<&str>,
 ) -> PyResult<()> {
+    let async_mode = async_mode
+        .map(|m| names::parse("async mode", m).map_err(PyValueError::new_err))
+        .transpose()?;
     // A field added to RecordSpec (a new flag of tach record and python -m tach run)
     // is off here until it gets a keyword: hence the update, needless today.
     #[allow(clippy::needless_update)]
@@ -87,6 +92,8 @@ fn start(
         no_blocking: blocking == Some(false),
         compression: Some(names::parse("compression", compression).map_err(PyValueError::new_err)?),
         duration,
+        async_aware,
+        async_mode,
         ..RecordSpec::default()
     };
     start_spec(py, &spec, hidden)

@@ -65,8 +65,10 @@ const MAX_CORO_DEPTH: usize = 256;
 const MAX_OBJECT: u64 = 4096;
 /// Task names cached, by (task, name object); cleared when full.
 const MAX_NAMES: usize = 1 << 14;
-/// How often a target that has not imported asyncio is looked at again, microseconds.
-const LOOK_AGAIN_US: u64 = 500_000;
+/// How often a target that has not imported asyncio is looked at again, microseconds:
+/// the tasks its loop runs until then are recorded as plain stacks. A look reads the
+/// target's memory map and opens only the files mapped since the last one.
+const LOOK_AGAIN_US: u64 = 50_000;
 
 const PY_TPFLAGS_LONG_SUBCLASS: u64 = 1 << 24;
 const PY_TPFLAGS_UNICODE_SUBCLASS: u64 = 1 << 28;
@@ -324,6 +326,8 @@ pub struct TaskReader {
     frame_instr: u64,
     asyncio: Option<AsyncioOffsets>,
     next_look_us: u64,
+    /// Mapped files (path, address) already looked in and found without the offsets.
+    examined: HashSet<(String, u64)>,
     names: HashMap<(u64, u64), String>,
     buf: Vec<u8>,
 }
@@ -342,17 +346,18 @@ impl TaskReader {
             frame_instr: o.frame_instr,
             asyncio: None,
             next_look_us: 0,
+            examined: HashSet::new(),
             names: HashMap::new(),
             buf: Vec::new(),
         })
     }
 
     /// The asyncio offsets, looked for in the target's mapped files (at most every
-    /// half second while they are not found: asyncio is imported lazily).
+    /// [`LOOK_AGAIN_US`] while they are not found: asyncio is imported lazily).
     pub fn asyncio(&mut self, mem: &dyn MemoryReader, now_us: u64) -> Option<&AsyncioOffsets> {
         if self.asyncio.is_none() && now_us >= self.next_look_us {
             self.next_look_us = now_us + LOOK_AGAIN_US;
-            self.asyncio = find_asyncio_offsets(self.pid, mem);
+            self.asyncio = find_asyncio_offsets(self.pid, mem, &mut self.examined);
         }
         self.asyncio.as_ref()
     }
@@ -633,7 +638,12 @@ impl TaskReader {
 
 /// `_Py_AsyncioModuleDebugOffsets` of process `pid`, from the `.AsyncioDebug` section
 /// of the first mapped file that has one (an interpreter or an `_asyncio` extension).
-fn find_asyncio_offsets(pid: i32, mem: &dyn MemoryReader) -> Option<AsyncioOffsets> {
+/// The files in `examined` were looked in before; those without the section are added.
+fn find_asyncio_offsets(
+    pid: i32,
+    mem: &dyn MemoryReader,
+    examined: &mut HashSet<(String, u64)>,
+) -> Option<AsyncioOffsets> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.display().to_string())
@@ -643,10 +653,17 @@ fn find_asyncio_offsets(pid: i32, mem: &dyn MemoryReader) -> Option<AsyncioOffse
         if !(name.contains("python") || name.starts_with("_asyncio") || file.path == exe) {
             continue;
         }
+        let key = (file.path.clone(), file.lowest);
+        if examined.contains(&key) {
+            continue;
+        }
         let Ok(Some(elf)) = open_mapped(pid, &file) else {
             continue;
         };
         let Some(at) = elf.runtime_section_address(".AsyncioDebug", file.lowest) else {
+            if examined.len() < MAX_NAMES {
+                examined.insert(key);
+            }
             continue;
         };
         let mut raw = [0u8; ASYNCIO_OFFSETS_SIZE];

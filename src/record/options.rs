@@ -104,11 +104,6 @@ pub enum RecordCommandError {
     #[error("--async-aware and --native cannot be given together yet")]
     AsyncAndNative,
     #[error(
-        "--async-aware records from outside only: tach record --async-aware -- python \
-         script.py (or --pid PID)"
-    )]
-    AsyncInProcess,
-    #[error(
         "--native records from outside only: tach record --native -- python script.py \
          (or --pid PID)"
     )]
@@ -174,9 +169,9 @@ pub struct RecordSpec {
     /// thread is stopped while its stack is read.
     #[arg(long, conflicts_with = "no_blocking")]
     pub native: bool,
-    /// Async-aware stacks (CPython 3.14, 3.15; from outside): a thread running an
-    /// asyncio task shows it as a <task> frame under the tasks awaiting it, as CPython
-    /// 3.15's sampler does. Wall mode only; not with --native (yet).
+    /// Async-aware stacks (CPython 3.14, 3.15): a thread running an asyncio task shows
+    /// it as a <task> frame under the tasks awaiting it, as CPython 3.15's sampler does.
+    /// Wall mode only; not with --native (yet).
     #[arg(long, conflicts_with = "native")]
     pub async_aware: bool,
     /// With --async-aware: running (default for a recording) is the task on each thread;
@@ -274,9 +269,6 @@ impl RecordSpec {
     pub fn check_in_process(&self) -> Result<(), RecordCommandError> {
         if self.native {
             return Err(RecordCommandError::NativeInProcess);
-        }
-        if self.async_aware {
-            return Err(RecordCommandError::AsyncInProcess);
         }
         Ok(())
     }

@@ -175,7 +175,8 @@ impl Sampler {
 
     /// `all`: after an interpreter's threads, its list of tasks whose thread finished
     /// (as thread 0, as CPython reports them), then one sample per task nobody awaits.
-    /// Returns false when something could not be read.
+    /// Returns false when something could not be read here (a task left out while the
+    /// threads' lists were read is counted in `stats.dropped`, which the caller checks).
     pub(super) fn write_all_tasks(
         &mut self,
         o: &Offsets,

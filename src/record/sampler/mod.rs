@@ -490,18 +490,11 @@ impl Sampler {
     }
 }
 
-/// The task reader for `--async-aware`: CPython 3.14 and 3.15 from outside only, the
-/// others refused by name.
+/// The task reader for `--async-aware`: CPython 3.14 and 3.15 (from outside or
+/// in-process: the reader reads the target's memory either way), the others refused by
+/// name.
 fn task_reader(target: &Target) -> Result<TaskReader, TachError> {
     let (major, minor, _) = target.layout.version();
-    // SAFETY: getpid has no preconditions.
-    if target.pid == unsafe { libc::getpid() } as u64 {
-        return Err(TachError::Usage(
-            "--async-aware records from outside only (tach record --pid, tach record -- \
-             python ...); in-process it is not available yet"
-                .into(),
-        ));
-    }
     if major != 3 || !(14..=15).contains(&minor) {
         return Err(TachError::Usage(
             super::asyncio::AsyncError::Unsupported(major, minor).to_string(),

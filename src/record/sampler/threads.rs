@@ -128,6 +128,8 @@ impl Sampler {
             };
             let field = |off: u64| field_u64(&buf, off - ilo).unwrap_or(0);
             let interp_id = field(o.interp_id) as u32;
+            // `all`: a task left out of this interpreter's stacks makes the tick's error.
+            let dropped_before = self.stats.dropped;
             let mut tstate = field(o.interp_threads_head);
             let next_interp = field(o.interp_next);
             if let (false, Some((lo, _))) = (o.gil_in_runtime, gil) {
@@ -222,7 +224,8 @@ impl Sampler {
                 tstate = next;
             }
             if self.opts.async_mode == Some(AsyncMode::All)
-                && !self.write_all_tasks(&o, interp, interp_id, now_us)
+                && (!self.write_all_tasks(&o, interp, interp_id, now_us)
+                    || self.stats.dropped != dropped_before)
             {
                 ok = false;
             }
