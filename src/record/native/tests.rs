@@ -81,6 +81,27 @@ fn walks_a_sleeping_process_to_its_root() {
         !names.iter().any(|n| n.starts_with("__libc_start_main ")),
         "{names:?}"
     );
+    // A frame holds the stack from its stack pointer to its caller's: an address there
+    // (an eval loop's entry frame) makes a frame of the executable (the interpreter,
+    // when it is Python) an eval loop, and no frame of another module.
+    let is_exe = |a: u64| {
+        let m = unwinder
+            .modules
+            .iter()
+            .find(|m| m.range.contains(&a))
+            .unwrap();
+        m.interpreter
+    };
+    let main = (0..addrs.len())
+        .find(|&i| is_exe(addrs[i]) && i + 1 < unwinder.sps.len())
+        .expect("a frame of sleep's own code");
+    let (lo, hi) = (unwinder.sps[main], unwinder.sps[main + 1]);
+    assert!(lo < hi);
+    assert!(unwinder.holds_entry_frame(main, addrs[main], &[lo + (hi - lo) / 2]));
+    assert!(!unwinder.holds_entry_frame(main, addrs[main], &[hi, lo - 8]));
+    let libc = (0..addrs.len()).find(|&i| !is_exe(addrs[i])).unwrap();
+    let sp = unwinder.sps[libc];
+    assert!(!unwinder.holds_entry_frame(libc, addrs[libc], &[sp]));
 }
 
 /// Registers and stack memory that make no sense end the walk, bounded, never a panic.

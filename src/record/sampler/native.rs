@@ -10,6 +10,8 @@ pub(super) struct NativeSide {
     unwinder: NativeUnwinder,
     kinds: Vec<NativeKind>,
     merged: Vec<u32>,
+    /// Addresses of the eval loop's entry frames met in the Python chain just read.
+    entry_frames: Vec<u64>,
 }
 
 impl NativeSide {
@@ -20,7 +22,19 @@ impl NativeSide {
             unwinder,
             kinds: Vec::with_capacity(crate::record::native::MAX_NATIVE_FRAMES),
             merged: Vec::with_capacity(MAX_STACK_DEPTH),
+            entry_frames: Vec::new(),
         })
+    }
+
+    pub(super) fn clear_entry_frames(&mut self) {
+        self.entry_frames.clear();
+    }
+
+    /// An entry frame of the chain at `addr` (bounded by the chain's depth limit).
+    pub(super) fn entry_frame(&mut self, addr: u64) {
+        if self.entry_frames.len() < MAX_STACK_DEPTH {
+            self.entry_frames.push(addr);
+        }
     }
 
     pub(super) fn stats(&self) -> &NativeStats {
@@ -81,7 +95,11 @@ impl Sampler {
             });
             writer.frame(file, func, loc, None)
         };
-        for &a in &addrs {
+        for (i, &a) in addrs.iter().enumerate() {
+            if n.unwinder.holds_entry_frame(i, a, &n.entry_frames) {
+                n.kinds.push(NativeKind::Eval);
+                continue;
+            }
             n.unwinder.kinds_of(a, &mut intern, &mut n.kinds);
         }
         n.unwinder.addrs = addrs;
