@@ -369,6 +369,69 @@ def test_dump_native(tmp_path):
         proc.wait()
 
 
+def test_top_native_shows_native_functions_live(tmp_path):
+    """`tach top --native --pid PID` in a terminal (tmux, as test_top_live drives the
+    view): the table's rows name native functions (zlib's deflate, libc's qsort_r)
+    beside the Python ones, and q ends it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_top_live import Tmux, have_tmux, rows
+    if not have_tmux():
+        pytest.skip("SKIPPED: tach top --native: no tmux here, and apt-get could not install it")
+    py = pyenv312()
+    script = os.path.join(tmp_path, "native_target.py")
+    with open(script, "w") as f:
+        f.write(PROGRAM)
+    proc = subprocess.Popen([py, script, "60"], stdout=subprocess.PIPE, text=True)
+    tmux = Tmux()
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tmux.type(f"{TACH} top --native --sort total --pid {proc.pid}; echo EXIT=$?")
+        screen = tmux.wait("deflate and qsort_r in the table", lambda s: {
+            "deflate", "qsort_r"} <= {r[0] for r in rows(s)}, timeout=120)
+        names = {r[0] for r in rows(screen)}
+        assert {"main"} & names or "squeeze" in names or "compare" in names, screen
+        tmux.keys("q")
+        s = tmux.wait("EXIT", lambda s: re.search(r"^EXIT=\d+", s, re.MULTILINE))
+        assert re.search(r"^EXIT=0$", s, re.MULTILINE), s
+    finally:
+        tmux.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_all_threads_says_which_threads_without_python_are_not_recorded(tmp_path):
+    """`-a --native` samples the threads with a Python thread state; OpenBLAS's worker
+    (numpy from PyPI, two BLAS threads) runs no Python: the summary counts it as not
+    recorded, and the file has the main thread only."""
+    py = venv()
+    script = os.path.join(tmp_path, "blas.py")
+    with open(script, "w") as f:
+        f.write("import os, sys, time\n"
+                "os.environ['OPENBLAS_NUM_THREADS'] = '2'\n"
+                "import numpy as np\n"
+                "a = np.random.rand(600, 600)\n"
+                "print('ready', flush=True)\n"
+                "end = time.time() + float(sys.argv[1])\n"
+                "while time.time() < end:\n"
+                "    a @ a\n")
+    proc = subprocess.Popen([py, script, "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tasks = len(os.listdir(f"/proc/{proc.pid}/task"))
+        if tasks < 2:
+            pytest.skip(f"SKIPPED: -a --native: OpenBLAS started no worker thread here ({tasks})")
+        out = os.path.join(tmp_path, "blas.tach")
+        p = tach("record", "--native", "-a", "-d", "3", "--pid", str(proc.pid), "-o", out)
+        assert p.returncode == 0, p.stderr
+        m = re.search(r"(\d+) threads? without Python not recorded", p.stderr)
+        assert m and int(m[1]) == tasks - 1, (tasks, p.stderr)
+        info = tach("info", out)
+        assert re.search(r"threads\s+1\n", info.stdout), info.stdout
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_native_is_refused_in_process(tmp_path):
     p = tach("record", "--native", "--in-process", "--", sys.executable, "x.py")
     assert p.returncode != 0 and "outside only" in p.stderr, p.stderr

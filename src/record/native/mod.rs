@@ -80,6 +80,9 @@ pub struct NativeStats {
     pub no_registers: u64,
     /// Times the maps were read.
     pub map_reads: u64,
+    /// With `-a`: the most threads of the process seen at once that have no Python
+    /// thread state (OpenBLAS and OpenMP workers, Rust threads), which are not sampled.
+    pub threads_without_python: u64,
 }
 
 /// One mapped module.
@@ -232,6 +235,10 @@ impl NativeUnwinder {
         self.modules = modules;
         self.unwinder = unwinder;
         Ok(())
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
     }
 
     /// Reads the maps again if an address fell outside them, not too often.
