@@ -42,10 +42,7 @@ impl FrameEntry {
         filename: &str,
         funcname: &str,
     ) -> bool {
-        if !capture.is_some_and(|c| c.native)
-            || self.opcode != OPCODE_NONE
-            || self.column != -1
-        {
+        if !capture.is_some_and(|c| c.native) || self.opcode != OPCODE_NONE || self.column != -1 {
             return false;
         }
         if filename == "~" {

@@ -50,7 +50,10 @@ fn the_frame_table_tells_native_frames() {
     assert!(is_native("zlibmodule.c:zlib_compress_impl"), "{names:?}");
     assert!(is_native("libc.so.6:qsort_r"), "{names:?}");
     assert!(is_python("mixed.py:squeeze") && is_python("mixed.py:compare"));
-    assert!(!names[&true].iter().any(|n| n.contains(".py:")), "{names:?}");
+    assert!(
+        !names[&true].iter().any(|n| n.contains(".py:")),
+        "{names:?}"
+    );
 
     let cpython = TachFile::open(common::golden_path("synthetic_many_threads_none.bin")).unwrap();
     assert!(cpython.header().config.features.unwrap().native);
@@ -153,7 +156,12 @@ fn pprof_maps_native_frames_to_their_modules() {
     assert!(cum > 0);
     let top = crate::pprof::pprof(
         go,
-        &["-top", "-filefunctions", "-nodecount=1000", "-sample_index=samples"],
+        &[
+            "-top",
+            "-filefunctions",
+            "-nodecount=1000",
+            "-sample_index=samples",
+        ],
         &out,
     );
     let row = top
@@ -162,7 +170,10 @@ fn pprof_maps_native_frames_to_their_modules() {
         .unwrap_or_else(|| panic!("no deflate row in\n{top}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
-        (cols[0].parse::<u64>().unwrap(), cols[3].parse::<u64>().unwrap()),
+        (
+            cols[0].parse::<u64>().unwrap(),
+            cols[3].parse::<u64>().unwrap()
+        ),
         (flat, cum),
         "{row}"
     );

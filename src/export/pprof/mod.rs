@@ -287,22 +287,21 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
                                     id
                                 });
                             let line = i64::from(lineno(file, f));
-                            let mapping_id = if native[f as usize]
-                                && is_module_path(file.filename(f))
-                            {
-                                *mapping_ids.entry(filename).or_insert_with(|| {
-                                    let id = mappings.len() as u64 + 1;
-                                    mappings.push(proto::Mapping {
-                                        id,
-                                        filename,
-                                        has_functions: true,
-                                        ..Default::default()
-                                    });
-                                    id
-                                })
-                            } else {
-                                0
-                            };
+                            let mapping_id =
+                                if native[f as usize] && is_module_path(file.filename(f)) {
+                                    *mapping_ids.entry(filename).or_insert_with(|| {
+                                        let id = mappings.len() as u64 + 1;
+                                        mappings.push(proto::Mapping {
+                                            id,
+                                            filename,
+                                            has_functions: true,
+                                            ..Default::default()
+                                        });
+                                        id
+                                    })
+                                } else {
+                                    0
+                                };
                             *location_ids.entry((function, line)).or_insert_with(|| {
                                 let id = locations.len() as u64 + 1;
                                 locations.push(proto::Location {

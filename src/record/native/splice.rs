@@ -232,7 +232,14 @@ mod tests {
         assert_eq!(r, Ok(Splice::Exact));
         assert_eq!(out, [1, 10, 11, 2, 12]);
         // A `<GC>` frame outside every run stays, innermost.
-        let r = splice(&[Frame(1), Hidden, Frame(2)], &[7], &[0], 0, false, &mut out);
+        let r = splice(
+            &[Frame(1), Hidden, Frame(2)],
+            &[7],
+            &[0],
+            0,
+            false,
+            &mut out,
+        );
         assert_eq!(r, Ok(Splice::Exact));
         assert_eq!(out, [7, 1, 2]);
         // A run with every frame hidden still takes its loop.
