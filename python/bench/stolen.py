@@ -21,8 +21,15 @@ sample), beside their rows without it.
 
 Profilers: tach (blocking, the default at 1 kHz, and --no-blocking), py-spy (default,
 which stops every thread, and --nonblocking), CPython 3.15's `profiling.sampling attach`
-(`--blocking` and not). Prints one Markdown row per profiler: the median share of the
-thread's time stolen over the runs, and that minus the median alone.
+(`--blocking` and not). With --native: tach blocking and `tach record --native`, py-spy
+default and `--native` (the extra stop time of a native walk; the spinning thread's
+native stack is the interpreter's own frames). Prints one Markdown row per profiler:
+the median share of the thread's time stolen over the runs, that minus the median
+alone, and that as microseconds per sample at RATE (an upper bound on the time per
+stop when the profiler fell behind RATE).
+
+    .venv-native-3.12/bin/python python/bench/stolen.py --native --rate 1000 --repeat 5 \
+        --tach target/release/tach --pyspy .venv-native-3.12/bin/py-spy
 """
 
 import argparse
@@ -116,6 +123,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tach", help="a tach binary: tach record --pid, blocking and not")
     ap.add_argument("--pyspy", help="a py-spy binary: py-spy record, default and --nonblocking")
+    ap.add_argument("--native", action="store_true",
+                    help="compare native stacks: tach --native and py-spy --native against "
+                         "their own runs without it")
     ap.add_argument("--cpython", action="store_true",
                     help="CPython 3.15's profiling.sampling attach (run by --python)")
     ap.add_argument("--asyncio", action="store_true",
@@ -132,6 +142,18 @@ def main():
     r = str(args.rate)
     out = os.path.join(scratch, "out")
     profilers = [("none", None)]
+    if args.native:
+        if args.tach:
+            profilers += [
+                ("tach record --pid (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]),
+                ("tach record --pid --native", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--native", "-o", out + ".tach"]),
+            ]
+        if args.pyspy:
+            profilers += [
+                ("py-spy record (default)", lambda p: [args.pyspy, "record", "-p", str(p), "-r", r, "-d", d, "-f", "raw", "-o", out + ".pyspy"]),
+                ("py-spy record --native", lambda p: [args.pyspy, "record", "-p", str(p), "-r", r, "-d", d, "--native", "-f", "raw", "-o", out + ".pyspy"]),
+            ]
+        args.tach = args.pyspy = None
     if args.tach:
         profilers += [
             ("tach record --pid (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]),
@@ -164,13 +186,16 @@ def main():
         for name, cmd in profilers:
             runs[name].append(one_run(python, script, args.seconds, cmd))
     alone = statistics.median(runs["none"])
-    print(f"| profiler ({' '.join(python)}, {args.rate} Hz) | stolen, median of {args.repeat} | runs | minus alone |")
-    print("|---|---|---|---|")
+    print(f"| profiler ({' '.join(python)}, {args.rate} Hz) | stolen, median of {args.repeat} | runs "
+          "| minus alone | per sample at the rate |")
+    print("|---|---|---|---|---|")
     for name, _ in profilers:
         med = statistics.median(runs[name])
         each = ", ".join(f"{v:.2f}" for v in runs[name])
         extra = "-" if name == "none" else f"{med - alone:+.2f} points"
-        print(f"| {name} | {med:.2f}% | {each} | {extra} |")
+        # A share of each second, spread over RATE samples.
+        per = "-" if name == "none" else f"{(med - alone) / 100 * 1e6 / args.rate:.1f} us"
+        print(f"| {name} | {med:.2f}% | {each} | {extra} | {per} |")
 
 
 if __name__ == "__main__":

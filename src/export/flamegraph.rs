@@ -15,7 +15,10 @@
 //! becomes a call tree (a node per distinct label path), and inferno gets
 //! only the frames it can draw, so memory grows with unique stacks, not with samples.
 //! Colours come from a hash of the frame name and inferno sorts its input, so output is
-//! deterministic.
+//! deterministic. Native frames of a `--native` recording
+//! ([`FrameEntry::is_native`](crate::tach::FrameEntry::is_native)) are blue (inferno's
+//! Python palette gives Python code red, yellow for the standard library and aqua for
+//! site-packages); files without native frames are drawn as before.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -455,6 +458,10 @@ impl Exporter for Flamegraph {
         let (tree, samples, threads) = build_tree(input, per_thread)?;
 
         let mut opt = inferno_options(input.title(), samples, threads, per_thread);
+        let mut palette = native_palette(file);
+        if let Some(p) = palette.as_mut() {
+            opt.palette_map = Some(p);
+        }
 
         // inferno's own cut-off: frames narrower than `min_width` percent of the total
         // are not drawn (computed with inferno's expression, so the same float).
@@ -499,6 +506,44 @@ fn inferno_options(
     opt.name_type = "Function:".into();
     opt
 }
+
+/// The colours of the native frames' labels (blue, varied by a hash of the label so
+/// that neighbours differ), or `None` when the file has none. inferno colours every
+/// other label as without a map.
+fn native_palette(file: &TachFile) -> Option<color::PaletteMap> {
+    let native = super::walked_native_frames(file);
+    if !native.contains(&true) {
+        return None;
+    }
+    let mut palette = color::PaletteMap::default();
+    let mut label = String::new();
+    for (f, _) in native.iter().enumerate().filter(|(_, &n)| n) {
+        label.clear();
+        push_frame_label(file, f as u32, &mut label);
+        // FNV-1a: stable across runs and platforms.
+        let h = label.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let c = NATIVE_BLUE;
+        let v = (h % 50) as u8;
+        palette.insert(
+            &label,
+            color::Color {
+                r: c.r + v,
+                g: c.g + v,
+                b: c.b,
+            },
+        );
+    }
+    Some(palette)
+}
+
+/// The darkest native colour (up to 49 lighter in red and green).
+const NATIVE_BLUE: color::Color = color::Color {
+    r: 80,
+    g: 130,
+    b: 235,
+};
 
 fn io_err(source: std::io::Error) -> ExportError {
     ExportError::Io {

@@ -134,6 +134,16 @@ fn unix_seconds_ns(text: &str) -> Option<i64> {
         .checked_add(nanos)
 }
 
+/// Per frame: a native frame that a native walk recorded (`tach record --native`), not
+/// CPython's own `<native>` placeholder, whose rendering CPython's exports define.
+pub(crate) fn walked_native_frames(file: &TachFile) -> Vec<bool> {
+    let mut native = file.native_frames();
+    for (n, f) in native.iter_mut().zip(file.frames()) {
+        *n = *n && file.string(f.filename) != "~";
+    }
+    native
+}
+
 /// What an exporter reads: one file, the filter to apply, and shared options.
 pub struct ExportInput<'a> {
     pub file: &'a TachFile,

@@ -12,8 +12,9 @@ use crate::tach::filter::status;
 /// The version of this schema, shown by `tach query --schema` and docs/query.md. It
 /// changes when a column is added, removed, renamed or retyped, here or in the layout
 /// a Parquet export stores the tables in (`samples_parquet.rs`). Version 2: exports
-/// store `origin_us` in place of `samples.time_s` and write `stack_counts`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// store `origin_us` in place of `samples.time_s` and write `stack_counts`. Version 3:
+/// the frame columns end with `native`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The Parquet key-value metadata key under which every file of a tach Parquet export
 /// records its `file` column's one value, so that a reader of a dataset learns it from
@@ -98,7 +99,7 @@ const FILE: Column = col("file", T::String, "the input path as given");
 const FRAME_ID: Column = col("frame_id", T::UInt32, "the frame (see `frames`)");
 
 /// A frame's own columns, shared by `frames`, `stacks` and `sample_frames`.
-const FRAME_COLUMNS: [Column; 8] = [
+const FRAME_COLUMNS: [Column; 9] = [
     col("filename", T::String, "the code's file name"),
     col("funcname", T::String, "the function's qualified name"),
     col(
@@ -122,6 +123,11 @@ const FRAME_COLUMNS: [Column; 8] = [
         "opname",
         T::String,
         "CPython 3.15's name for the opcode, specialized forms included",
+    ),
+    col(
+        "native",
+        T::Boolean,
+        "a native (C, C++, Rust) frame of a --native recording, or CPython's <native>",
     ),
 ];
 

@@ -169,6 +169,7 @@ pub(crate) fn frames_frame(file: &TachFile) -> DataFrame {
                 .map(|f| f.opcode().map(opname))
                 .collect::<Vec<_>>(),
         ),
+        Column::new("native".into(), file.native_frames()),
     ];
     // Every column has n rows by construction.
     DataFrame::new(n, cols).unwrap_or_else(|_| DataFrame::empty())
@@ -588,16 +589,24 @@ struct FrameKeys<'a> {
     ids: rustc_hash::FxHashMap<Vec<u64>, u32>,
     texts: rustc_hash::FxHashMap<&'a str, u64>,
     opnames: rustc_hash::FxHashMap<String, u64>,
+    /// Per frame, when the `native` column is wanted.
+    native: Vec<bool>,
 }
 
 impl<'a> FrameKeys<'a> {
     fn new(file: &'a TachFile, wanted: &dyn Fn(&str) -> bool) -> Self {
-        let columns = frame_fields()
+        let columns: Vec<String> = frame_fields()
             .into_iter()
             .map(|f| f.name.to_string())
             .filter(|c| wanted(c))
             .collect();
+        let native = if columns.iter().any(|c| c == "native") {
+            file.native_frames()
+        } else {
+            Vec::new()
+        };
         FrameKeys {
+            native,
             file,
             columns,
             of_frame: vec![u32::MAX; file.frames().len()],
@@ -638,6 +647,7 @@ impl<'a> FrameKeys<'a> {
                 "end_lineno" => int(e.end_lineno),
                 "column" => int(e.column),
                 "end_column" => int(e.end_column),
+                "native" => u64::from(self.native[frame as usize]),
                 _ => e.opcode().map_or(u64::MAX, u64::from),
             });
         }

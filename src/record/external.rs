@@ -137,13 +137,22 @@ impl RecordStats {
             size(self.file_size),
             self.path.display()
         ) + &match &self.native {
-            Some(n) => format!(
-                "; native: {} walks, {} cut short, {} not stopped, {} not spliced",
-                thousands(n.walks),
-                thousands(n.truncated),
-                thousands(n.no_registers),
-                thousands(n.mismatches)
-            ),
+            Some(n) => {
+                format!(
+                    "; native: {} walks, {} cut short, {} not stopped, {} not spliced",
+                    thousands(n.walks),
+                    thousands(n.truncated),
+                    thousands(n.no_registers),
+                    thousands(n.mismatches)
+                ) + &match n.threads_without_python {
+                    0 => String::new(),
+                    k => format!(
+                        ", {k} thread{} without Python not recorded (-a samples Python \
+                         threads only)",
+                        if k == 1 { "" } else { "s" }
+                    ),
+                }
+            }
             None => String::new(),
         }
     }

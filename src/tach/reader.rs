@@ -232,6 +232,16 @@ impl TachFile {
     pub fn frames(&self) -> &[FrameEntry] {
         &self.frames
     }
+    /// Per frame of the frame table: whether it is a native frame
+    /// ([`FrameEntry::is_native`]). All false in a file without native capture.
+    pub fn native_frames(&self) -> Vec<bool> {
+        let capture = self.header.config.features;
+        let name = |i: u32| self.strings.get(i as usize).map_or("", |s| &**s);
+        self.frames
+            .iter()
+            .map(|f| f.is_native(capture, name(f.filename), name(f.funcname)))
+            .collect()
+    }
     /// Per frame: the first out-of-range string index it names, if any.
     pub(crate) fn bad_strings(&self) -> &[Option<u32>] {
         &self.bad_string

@@ -29,6 +29,31 @@ pub struct Location {
 }
 
 impl FrameEntry {
+    /// Whether this frame (named `filename` and `funcname`) of a file with capture
+    /// features `capture` is a native frame (C, C++, Rust) of a `--native` recording:
+    /// the file claims native capture, and the frame has no opcode, no column, and a
+    /// file that is not Python source (`*.py`, `*.pyw`, `<frozen ...>`, `<string>`): a
+    /// module's path, or the C source its debug information names. CPython's
+    /// `<native>` placeholder (file `~`) is one too. A script without the `.py` suffix
+    /// run by 3.9 or 3.10 (no columns) looks native in a recording without opcodes.
+    pub fn is_native(
+        &self,
+        capture: Option<super::header::CaptureFeatures>,
+        filename: &str,
+        funcname: &str,
+    ) -> bool {
+        if !capture.is_some_and(|c| c.native) || self.opcode != OPCODE_NONE || self.column != -1 {
+            return false;
+        }
+        if filename == "~" {
+            return funcname == "<native>";
+        }
+        !(filename.starts_with('<')
+            || filename.ends_with(".py")
+            || filename.ends_with(".pyw")
+            || filename.ends_with(".pyi"))
+    }
+
     /// `None` when lineno is -1 ("no location"), as in CPython's reader.
     pub fn location(&self) -> Option<Location> {
         (self.lineno != -1).then_some(Location {

@@ -15,6 +15,7 @@ mod export_viz;
 mod golden;
 mod heatmap;
 mod interop;
+mod native_export;
 mod pprof;
 mod pprof_default;
 #[cfg(feature = "query")]

@@ -7,7 +7,12 @@
 //! built from status changes: Has/No GIL, On/Off CPU, Python/Native Code, Waiting for
 //! GIL, Has/No Exception, and GC Collecting (a `<GC>` frame on the stack). One shared
 //! string array. `meta` follows CPython's field for field (version 32, processed
-//! version 57, the nine categories).
+//! version 57, the nine categories). One departure, for files CPython writes none of:
+//! a native frame of a `--native` recording ([`FrameEntry::is_native`]) is in the
+//! Native category and not JS, where CPython's rule (by file name only) would call a
+//! module's path Python.
+//!
+//! [`FrameEntry::is_native`]: crate::tach::FrameEntry::is_native
 //!
 //! ## Why hand-written and not `fxprof-processed-profile`
 //! The crate models a profile through its own builder: it writes processed version

@@ -99,6 +99,10 @@ pub(super) struct StringFacts {
     pub(super) internal: Vec<bool>,
     pub(super) gc: Vec<bool>,
     pub(super) python: Vec<bool>,
+    /// Per frame (not string): a native frame of a `--native` recording, which goes in
+    /// the Native category whatever its file (CPython's rule looks at the file only,
+    /// and calls a module's path Python).
+    pub(super) native_frame: Vec<bool>,
 }
 
 impl StringFacts {
@@ -118,6 +122,7 @@ impl StringFacts {
                 .collect(),
             gc: strings.iter().map(|s| &**s == "<GC>").collect(),
             python: strings.iter().map(|s| is_python(s)).collect(),
+            native_frame: crate::export::walked_native_frames(file),
         }
     }
 }

@@ -389,12 +389,8 @@ impl Thread {
                     let s = self.stacks.frame.len() as u32;
                     self.stacks.frame.push(frame_idx);
                     self.stacks.prefix.push(prefix);
-                    let fname = file.frames()[f as usize].filename;
-                    let cat = if facts.python[fname as usize] {
-                        CATEGORY_PYTHON
-                    } else {
-                        CATEGORY_NATIVE
-                    };
+                    // The frame's own category (its function's).
+                    let cat = self.frames.category[frame_idx as usize];
                     self.stacks.category.push(cat);
                     self.stacks.cache.insert((frame_idx, prefix), s);
                     s
@@ -432,7 +428,7 @@ impl Thread {
                 let i = self.funcs.name.len() as u32;
                 let name = self.strings.intern(StrKey::Tach(funcname), seq);
                 self.funcs.name.push(name);
-                let py = facts.python[filename as usize];
+                let py = facts.python[filename as usize] && !facts.native_frame[f as usize];
                 let resource = match self.resources.cache.get(&filename) {
                     Some(&r) => r,
                     None => {

@@ -22,7 +22,12 @@
 //! `go tool pprof -top` shows as one `<unknown>` row. A `name` with a different (here
 //! empty) `system_name` counts as already demangled and is shown as it is. Frames
 //! CPython's collectors drop (the profiler's `_sync_coordinator`) are left out, as in
-//! `collapsed`. Each `Sample` is one distinct (stack, thread, interpreter, status byte)
+//! `collapsed`. A native frame of a `--native` recording
+//! ([`FrameEntry::is_native`](crate::tach::FrameEntry::is_native)) named by its
+//! module's path gets that module's `Mapping` (one per path, no addresses, marked as
+//! having functions so that pprof does not try to symbolize it); one named by the C
+//! source its debug information gives has no mapping (the file keeps no module for
+//! it). Files without native frames have no mappings. Each `Sample` is one distinct (stack, thread, interpreter, status byte)
 //! with its summed count, labelled with the numeric `thread_id` (and `interpreter_id`
 //! when not 0) and one string label per status flag (`has_gil`, `on_cpu`,
 //! `gil_requested`, `has_exception`, `main_thread`, `unknown`: `"true"`/`"false"`; the
@@ -141,6 +146,13 @@ fn time_nanos(input: &ExportInput<'_>, first_kept: Option<u64>, last: Option<u64
     })
 }
 
+/// Whether a native frame's file is its module (an executable or shared library, as
+/// `/proc/PID/maps` names it) and not the source file its debug information names.
+fn is_module_path(path: &str) -> bool {
+    const SOURCES: [&str; 9] = [".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".rs", ".S", ".s"];
+    path != "~" && !SOURCES.iter().any(|s| path.ends_with(s))
+}
+
 /// The sample-time value type for the recording's mode.
 fn time_type(mode: ProfilingMode) -> &'static str {
     match mode {
@@ -237,6 +249,9 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
     let mut location_ids: HashMap<(u64, i64), u64> = HashMap::new();
     let mut functions: Vec<proto::Function> = Vec::new();
     let mut locations: Vec<proto::Location> = Vec::new();
+    let native = super::walked_native_frames(file);
+    let mut mapping_ids: HashMap<i64, u64> = HashMap::new();
+    let mut mappings: Vec<proto::Mapping> = Vec::new();
     let mut stack_locations: Vec<Option<Vec<u64>>> = vec![None; stacks.len()];
 
     let mut samples = Vec::with_capacity(keys.len());
@@ -272,10 +287,26 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
                                     id
                                 });
                             let line = i64::from(lineno(file, f));
+                            let mapping_id =
+                                if native[f as usize] && is_module_path(file.filename(f)) {
+                                    *mapping_ids.entry(filename).or_insert_with(|| {
+                                        let id = mappings.len() as u64 + 1;
+                                        mappings.push(proto::Mapping {
+                                            id,
+                                            filename,
+                                            has_functions: true,
+                                            ..Default::default()
+                                        });
+                                        id
+                                    })
+                                } else {
+                                    0
+                                };
                             *location_ids.entry((function, line)).or_insert_with(|| {
                                 let id = locations.len() as u64 + 1;
                                 locations.push(proto::Location {
                                     id,
+                                    mapping_id,
                                     line: vec![proto::Line {
                                         function_id: function,
                                         line,
@@ -333,6 +364,7 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
     Ok(proto::Profile {
         sample_type: vec![samples_type, time_type.clone()],
         sample: samples,
+        mapping: mappings,
         location: locations,
         function: functions,
         string_table: strings.table,

@@ -1,8 +1,8 @@
 //! The messages of google/pprof's `profile.proto` (package `perftools.profiles`),
 //! written by hand so the build needs no `protoc`. Field numbers and types mirror
 //! `profile.proto` beside this file (copied from github.com/google/pprof, Apache-2.0);
-//! `Mapping` is left out because Python frames have no addresses or binaries, and a
-//! decoder skips fields it does not know of, so a subset is still a valid `Profile`.
+//! Fields tach does not fill are left out (a decoder skips fields it does not know of,
+//! so a subset is still a valid `Profile`).
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Profile {
@@ -10,6 +10,8 @@ pub struct Profile {
     pub sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "2")]
     pub sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
     #[prost(message, repeated, tag = "4")]
     pub location: Vec<Location>,
     #[prost(message, repeated, tag = "5")]
@@ -59,6 +61,31 @@ pub struct Label {
     pub num: i64,
     #[prost(int64, tag = "4")]
     pub num_unit: i64,
+}
+
+/// A binary (here: a native frame's module, by path; no addresses).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+    #[prost(bool, tag = "8")]
+    pub has_filenames: bool,
+    #[prost(bool, tag = "9")]
+    pub has_line_numbers: bool,
+    #[prost(bool, tag = "10")]
+    pub has_inline_frames: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -80,6 +80,9 @@ pub struct NativeStats {
     pub no_registers: u64,
     /// Times the maps were read.
     pub map_reads: u64,
+    /// With `-a`: the most threads of the process seen at once that have no Python
+    /// thread state (OpenBLAS and OpenMP workers, Rust threads), which are not sampled.
+    pub threads_without_python: u64,
 }
 
 /// One mapped module.
@@ -117,6 +120,9 @@ pub(crate) struct NativeUnwinder {
     page_buf: Vec<u8>,
     /// Lookup addresses of the last walk, innermost first.
     pub addrs: Vec<u64>,
+    /// The stack pointer in each frame of the last walk (`addrs`'s order): frame `i`'s
+    /// own stack is `sps[i]..sps[i + 1]`.
+    sps: Vec<u64>,
     pub stats: NativeStats,
 }
 
@@ -140,6 +146,7 @@ impl NativeUnwinder {
             pages: Vec::with_capacity(MAX_STACK_PAGES),
             page_buf: Vec::new(),
             addrs: Vec::with_capacity(MAX_NATIVE_FRAMES),
+            sps: Vec::with_capacity(MAX_NATIVE_FRAMES + 1),
             stats: NativeStats::default(),
         };
         n.reload()?;
@@ -230,6 +237,10 @@ impl NativeUnwinder {
         Ok(())
     }
 
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
     /// Reads the maps again if an address fell outside them, not too often.
     pub fn refresh(&mut self) {
         if self.stale
@@ -247,6 +258,7 @@ impl NativeUnwinder {
     pub fn walk(&mut self, regs: Registers, mem: &dyn MemoryReader) -> bool {
         self.stats.walks += 1;
         self.addrs.clear();
+        self.sps.clear();
         self.pages.clear();
         let (pages, page_buf) = (&mut self.pages, &mut self.page_buf);
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
@@ -263,6 +275,7 @@ impl NativeUnwinder {
         };
         let mut unwind_regs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut addr = FrameAddress::from_instruction_pointer(regs.ip);
+        self.sps.push(regs.sp);
         let truncated = loop {
             self.addrs.push(addr.address_for_lookup());
             if self.addrs.len() >= MAX_NATIVE_FRAMES {
@@ -279,6 +292,9 @@ impl NativeUnwinder {
                     if unwind_regs.sp() <= sp {
                         break true;
                     }
+                    // The caller's stack pointer: where this frame's own stack ends,
+                    // even when the caller's return address is not a frame.
+                    self.sps.push(unwind_regs.sp());
                     match FrameAddress::from_return_address(ret) {
                         Some(a) => addr = a,
                         None => break false,
@@ -292,6 +308,23 @@ impl NativeUnwinder {
             self.stats.truncated += 1;
         }
         truncated
+    }
+
+    /// Whether frame `i` of the last walk (at lookup address `addr`) is a frame of the interpreter whose own stack
+    /// holds one of `entry_frames` (the eval loop's entry frames, a local of its C frame
+    /// from 3.12): then it is an eval loop, whatever its name (a stripped interpreter
+    /// names none, and GCC may run the loop in a split-off part of the function).
+    pub fn holds_entry_frame(&self, i: usize, addr: u64, entry_frames: &[u64]) -> bool {
+        let (Some(&lo), Some(&hi)) = (self.sps.get(i), self.sps.get(i + 1)) else {
+            return false;
+        };
+        if !entry_frames.iter().any(|e| (lo..hi).contains(e)) {
+            return false;
+        }
+        let k = self.modules.partition_point(|m| m.range.start <= addr);
+        k.checked_sub(1)
+            .and_then(|k| self.modules.get(k))
+            .is_some_and(|m| m.interpreter && addr < m.range.end)
     }
 
     /// What the frame at lookup address `addr` becomes, appended to `out`: the

@@ -86,6 +86,19 @@ pub(super) struct SectionData {
     range: Range<usize>,
 }
 
+#[cfg(test)]
+impl SectionData {
+    /// `bytes` as section data (tests: unwind tables made up or corrupted).
+    pub(super) fn from_bytes(bytes: &[u8]) -> SectionData {
+        let mut map = memmap2::MmapMut::map_anon(bytes.len().max(1)).expect("anonymous map");
+        map[..bytes.len()].copy_from_slice(bytes);
+        SectionData {
+            map: Arc::new(map.make_read_only().expect("read-only map")),
+            range: 0..bytes.len(),
+        }
+    }
+}
+
 impl Deref for SectionData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

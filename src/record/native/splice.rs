@@ -146,9 +146,13 @@ pub(crate) fn splice(
     // py-spy lets one evaluation loop more than runs pass: a frame popped before its
     // loop returned.
     if run == run_count || run == run_count + 1 {
-        // Frames outside every run (a `<GC>` frame of a collection at exit) go at the
-        // root end.
-        out.extend_from_slice(&python[next..]);
+        if run_count == 0 {
+            // Frames outside every run (a `<GC>` frame of a collection at exit, no
+            // Python frame running) are what the innermost native frames do.
+            out.splice(0..0, python[next..].iter().copied());
+        } else {
+            out.extend_from_slice(&python[next..]);
+        }
         return Ok(Splice::Exact);
     }
     if run == 0 || (truncated && run < run_count) {
@@ -227,10 +231,17 @@ mod tests {
         let r = splice(&native, &[10, 11, 12], &[0, 0, 1], 2, false, &mut out);
         assert_eq!(r, Ok(Splice::Exact));
         assert_eq!(out, [1, 10, 11, 2, 12]);
-        // A `<GC>` frame outside every run stays.
-        let r = splice(&[Frame(1), Hidden], &[7], &[0], 0, false, &mut out);
+        // A `<GC>` frame outside every run stays, innermost.
+        let r = splice(
+            &[Frame(1), Hidden, Frame(2)],
+            &[7],
+            &[0],
+            0,
+            false,
+            &mut out,
+        );
         assert_eq!(r, Ok(Splice::Exact));
-        assert_eq!(out, [1, 7]);
+        assert_eq!(out, [7, 1, 2]);
         // A run with every frame hidden still takes its loop.
         let r = splice(&native, &[10, 11], &[0, 0], 2, false, &mut out);
         assert_eq!(r, Ok(Splice::Exact));

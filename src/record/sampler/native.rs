@@ -10,7 +10,18 @@ pub(super) struct NativeSide {
     unwinder: NativeUnwinder,
     kinds: Vec<NativeKind>,
     merged: Vec<u32>,
+    /// Addresses of the eval loop's entry frames met in the Python chain just read.
+    entry_frames: Vec<u64>,
+    /// Threads sampled so far (at most [`MAX_SEEN_THREADS`]), and when the process's
+    /// threads were last counted against them.
+    seen_threads: std::collections::HashSet<u64>,
+    last_thread_count: std::time::Instant,
 }
+
+/// Threads remembered for counting those without Python.
+const MAX_SEEN_THREADS: usize = 1 << 16;
+/// How often `-a --native` counts the process's threads.
+const THREAD_COUNT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl NativeSide {
     pub(super) fn new(pid: u64) -> Result<NativeSide, TachError> {
@@ -20,7 +31,44 @@ impl NativeSide {
             unwinder,
             kinds: Vec::with_capacity(crate::record::native::MAX_NATIVE_FRAMES),
             merged: Vec::with_capacity(MAX_STACK_DEPTH),
+            entry_frames: Vec::new(),
+            seen_threads: Default::default(),
+            last_thread_count: std::time::Instant::now(),
         })
+    }
+
+    /// Counts, once a second, the process's threads that were never sampled: with
+    /// `-a`, the sampler reads every Python thread state, so these run no Python and
+    /// have no stack in the file. A thread's native stack could be walked without
+    /// Python frames, but the sampler finds threads by their thread states.
+    fn count_threads_without_python(&mut self, tid: u64) {
+        if self.seen_threads.len() < MAX_SEEN_THREADS {
+            self.seen_threads.insert(tid);
+        }
+        if self.last_thread_count.elapsed() < THREAD_COUNT_INTERVAL {
+            return;
+        }
+        self.last_thread_count = std::time::Instant::now();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.unwinder.pid())) else {
+            return;
+        };
+        let without = tasks
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+            .filter(|t| !self.seen_threads.contains(t))
+            .count() as u64;
+        let stats = &mut self.unwinder.stats;
+        stats.threads_without_python = stats.threads_without_python.max(without);
+    }
+
+    pub(super) fn clear_entry_frames(&mut self) {
+        self.entry_frames.clear();
+    }
+
+    /// An entry frame of the chain at `addr` (bounded by the chain's depth limit).
+    pub(super) fn entry_frame(&mut self, addr: u64) {
+        if self.entry_frames.len() < MAX_STACK_DEPTH {
+            self.entry_frames.push(addr);
+        }
     }
 
     pub(super) fn stats(&self) -> &NativeStats {
@@ -57,6 +105,9 @@ impl Sampler {
         let Some(n) = self.native.as_deref_mut() else {
             return Ok(());
         };
+        if self.opts.all_threads {
+            n.count_threads_without_python(tid);
+        }
         let regs = match stopped {
             true => registers(tid as i32).ok(),
             false => None,
@@ -81,7 +132,11 @@ impl Sampler {
             });
             writer.frame(file, func, loc, None)
         };
-        for &a in &addrs {
+        for (i, &a) in addrs.iter().enumerate() {
+            if n.unwinder.holds_entry_frame(i, a, &n.entry_frames) {
+                n.kinds.push(NativeKind::Eval);
+                continue;
+            }
             n.unwinder.kinds_of(a, &mut intern, &mut n.kinds);
         }
         n.unwinder.addrs = addrs;

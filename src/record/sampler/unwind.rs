@@ -213,6 +213,9 @@ impl Sampler {
         may_retry: bool,
     ) -> Result<Option<u64>, ReadError> {
         self.raw.clear();
+        if let Some(n) = self.native.as_deref_mut() {
+            n.clear_entry_frames();
+        }
         let fsize = o.frame_size as usize;
         let mut steps = 0;
         let mut last = 0;
@@ -296,7 +299,14 @@ impl Sampler {
             };
             match self.target.layout.frame_owner(owner) {
                 FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
-                FrameOwner::Internal => callee_python = false,
+                FrameOwner::Internal => {
+                    callee_python = false;
+                    // From 3.12 the eval loop's entry frame is a local of its C frame:
+                    // `--native` finds the loop's native frame by it.
+                    if let Some(n) = self.native.as_deref_mut() {
+                        n.entry_frame(frame);
+                    }
+                }
                 FrameOwner::Python => {
                     if code == 0 {
                         // 3.14+ clear a frame's code when they pop it: the thread
