@@ -22,9 +22,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TACH = os.environ.get("TACH_BIN") or os.path.join(REPO, "target", "debug", "tach")
-CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
+from conftest import CHROOT, REPO, TACH, chroot_ok, read_collapsed
+
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 VENV = os.path.join(REPO, ".venv-native-3.12")
 TIMEOUT = 300
@@ -79,11 +78,6 @@ def venv():
     return py
 
 
-def chroot_ok():
-    return os.path.exists(CHROOT) and subprocess.run(
-        [CHROOT, "run", "--", "true"], cwd=REPO, capture_output=True).returncode == 0
-
-
 def tach(*args):
     if not os.path.exists(TACH):
         pytest.fail(f"no tach binary at {TACH} (cargo build, or set TACH_BIN)")
@@ -95,12 +89,7 @@ def stack_lines(path):
     out = path + ".collapsed"
     p = tach("export", "--collapsed", "-o", out, path)
     assert p.returncode == 0, p.stderr
-    lines = {}
-    with open(out) as f:
-        for line in f:
-            stack, n = line.rstrip("\n").rsplit(" ", 1)
-            lines[stack] = lines.get(stack, 0) + int(n)
-    return lines
+    return read_collapsed(out)
 
 
 def funcs(stack):
