@@ -135,6 +135,7 @@ fn subcommands() -> BTreeSet<String> {
         .expect("tach --help lists its commands");
     listed
         .lines()
+        .skip(1) // the rest of the "Commands:" line
         .take_while(|l| !l.trim().is_empty())
         .filter_map(|l| l.split_whitespace().next())
         .filter(|w| *w != "help")
