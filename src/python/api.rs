@@ -146,6 +146,9 @@ fn open_profile(py: Python<'_>, path: PathBuf) -> PyResult<NativeProfile> {
     })
 }
 
+/// `NativeProfile::info`'s answer: JSON, text, rows.
+type InfoParts = (String, String, Vec<(String, String)>);
+
 #[pymethods]
 impl NativeProfile {
     #[getter]
@@ -161,9 +164,9 @@ impl NativeProfile {
 
     /// `tach info` for this file (decodes every sample): its `--json` document, its
     /// text (the same `Display` the CLI prints) and that text's (label, value) rows.
-    fn info(&self, py: Python<'_>) -> PyResult<(String, String, Vec<(String, String)>)> {
+    fn info(&self, py: Python<'_>) -> PyResult<InfoParts> {
         let engine = self.engine.clone();
-        interruptible(py, None, move || {
+        interruptible(py, None, move || -> Result<_, String> {
             let info = FileInfo::gather(&engine.sources()[0].file).map_err(|e| e.to_string())?;
             let json = serde_json::to_string(&info).map_err(|e| e.to_string())?;
             Ok((json, info.to_string(), info.rows()))
