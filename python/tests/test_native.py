@@ -152,14 +152,10 @@ def test_record_native_on_312_mixes_native_and_python_frames(tmp_path):
     assert any(re.search(r"libz\.so[.\d]*:deflate:", s) for s in lines), list(lines)[:10]
 
 
-def test_record_native_on_315_replays_in_cpython(tmp_path):
+def test_record_native_on_315_replays_in_cpython(work):
     if not chroot_ok():
         pytest.skip("SKIPPED: native on 3.15: the CPython chroot is not available here")
-    work = tmp_path if str(tmp_path).startswith(REPO) else None
-    if work is None:
-        # The chroot sees only the checkout.
-        import tempfile
-        work = tempfile.mkdtemp(prefix="native-", dir=REPO)
+    # `work`: a scratch directory in the checkout (the chroot sees only the checkout).
     out, _ = record([CHROOT, "run", "--", "python3.15"], str(work), 5)
     v = tach("verify", out)
     assert v.returncode == 0, v.stdout + v.stderr
