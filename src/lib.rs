@@ -11,20 +11,25 @@
 //! - [`export`]: one exporter per output format behind [`export::Exporter`], and the
 //!   registry every front end uses;
 //! - [`query`] (feature `query`): SQL over profiles;
-//! - [`record`]: the in-process recorder;
+//! - [`record`]: the recorder, attached to a running interpreter from outside
+//!   ([`record::attach()`] then [`record::Session::start`]) or run as a command
+//!   ([`record::options::RecordCommand`]); the same options for every front end
+//!   ([`record::options::RecordSpec`]);
 //! - [`report`]: `tach top` (the pstats summary table) and `tach diff` (share changes
 //!   beyond noise between two sets of runs);
-//! - [`live`]: `tach top --pid`'s terminal view of a recording in progress;
-//! - [`cli`]: the command line, a thin layer over the above.
+//! - [`run_cli`]: the `tach` command line, a thin clap layer over the above.
 //!
 //! Data flows one way: bytes → the reader → samples or an aggregated index → an
 //! exporter, the query tables or a report. The format knows nothing of output formats.
 
-pub mod alloc;
-pub mod cli;
+// The binary's plumbing is private: the command line (reached through [`run_cli`]),
+// the live view behind `tach top --pid`, the allocator the binary installs, and the
+// names every front end parses.
+mod alloc;
+mod cli;
 pub mod export;
-pub mod live;
-pub mod names;
+mod live;
+mod names;
 pub mod record;
 pub mod report;
 mod tach;
@@ -53,3 +58,25 @@ pub use crate::tach::{
     RecordMix, Region, Result, Run, Sample, SampleFilter, SampleStream, Stats, TachError, TachFile,
     WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL, MAX_STACK_DEPTH, RUN_BATCH,
 };
+
+/// Runs the `tach` command line `args` (the first word is the program name) and returns
+/// its exit status: 0 success, 1 a bad or unreadable input, 2 a usage error. Never exits
+/// the process (the Python package runs it inside the interpreter).
+///
+/// The one public door to the CLI: `src/main.rs`, a binary of this package, can only
+/// use public items, and a function keeps the clap definitions and the subcommands'
+/// modules private (free to change) where a `#[doc(hidden)] pub mod cli` would make
+/// every item in them reachable API.
+pub fn run_cli<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    cli::main(args)
+}
+
+/// The allocator the `tach` binary installs (big blocks on transparent huge pages:
+/// fewer page faults in exports). A library does not choose its user's allocator, so
+/// it is here for `src/main.rs` only.
+#[doc(hidden)]
+pub use crate::alloc::HugePageAlloc;

@@ -1,12 +1,13 @@
-//! The `tach` binary: the command line lives in the library (`tach::cli`), shared with
-//! the Python package's `tach` command.
+//! The `tach` binary: the command line lives in the library ([`tach::run_cli`]), shared
+//! with the Python package's `tach` command.
 
 use std::process::ExitCode;
 
-/// Big blocks on transparent huge pages: fewer page faults in exports (see `tach::alloc`).
+/// Big blocks on transparent huge pages: fewer page faults in exports (see
+/// `src/alloc.rs`).
 #[global_allocator]
-static ALLOC: tach::alloc::HugePageAlloc = tach::alloc::HugePageAlloc;
+static ALLOC: tach::HugePageAlloc = tach::HugePageAlloc;
 
 fn main() -> ExitCode {
-    ExitCode::from(tach::cli::main(std::env::args_os()))
+    ExitCode::from(tach::run_cli(std::env::args_os()))
 }

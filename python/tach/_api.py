@@ -141,48 +141,26 @@ class Info:
     frames_per_sample: float
     frames_written: int
 
+    # `tach info`'s text and its (label, value) rows, from the Rust library (the CLI
+    # prints the same text): shown by repr and the notebook table, not compared.
+    _text: str = dataclasses.field(default="", compare=False)
+    _rows: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False)
+
     @classmethod
-    def _from_json(cls, text: str) -> Info:
+    def _from_native(cls, json_text: str, text: str, rows: list[tuple[str, str]]) -> Info:
         import json
 
-        d = json.loads(text)
+        d = json.loads(json_text)
         if d.get("stats") is not None:
             d["stats"] = StatsBlock(**d["stats"])
         if d.get("capture_features") is not None:
             d["capture_features"] = tuple(d["capture_features"])
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def _rows(self) -> list[tuple[str, str]]:
-        rows = [
-            ("file", f"{self.path} ({self.file_size:,} bytes)"),
-            ("python", self.python_version),
-            ("mode", self.profiling_mode),
-            (
-                "capture features",
-                "not recorded"
-                if self.capture_features is None
-                else ", ".join(self.capture_features) or "none",
-            ),
-            ("interval", f"{self.sample_interval_us} us"),
-            ("samples", f"{self.sample_count:,} (thread-samples)"),
-            ("threads", str(self.thread_count)),
-            ("strings / frames", f"{self.string_count:,} / {self.frame_count:,}"),
-            ("duration", f"{self.duration_s:.3f} s"),
-            ("compression", self.compression),
-        ]
-        if self.stats is not None:
-            rows.append(
-                (
-                    "stats block",
-                    f"{self.stats.duration_s:.3f} s at {self.stats.sample_rate_hz:.1f} Hz",
-                )
-            )
-        return rows
+        names = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
+        fields = {k: v for k, v in d.items() if k in names}
+        return cls(**fields, _text=text, _rows=tuple(rows))
 
     def __repr__(self) -> str:
-        lines = [f"  {k:<17} {v}" for k, v in self._rows()]
-        return "Info(\n" + "\n".join(lines) + "\n)"
+        return "Info(\n" + self._text + ")"
 
 
 class Flamegraph:
@@ -245,7 +223,7 @@ class Profile:
     def info(self) -> Info:
         """Header, stats and counts (decodes every sample once, then cached)."""
         if self._info is None:
-            self._info = Info._from_json(self._native.info_json())
+            self._info = Info._from_native(*self._native.info())
         return self._info
 
     def __len__(self) -> int:
@@ -350,7 +328,7 @@ class Profile:
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
             f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-            for k, v in self.info._rows()
+            for k, v in self.info._rows
         )
         svg = _inline_svg(self.flamegraph().svg) if len(self) else "<p>no samples</p>"
         return (

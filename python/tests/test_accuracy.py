@@ -21,7 +21,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import REPO
+
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 PROGRAMS = ("networkx", "pyflakes", "jinja2", "pygments")
 

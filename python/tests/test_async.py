@@ -33,17 +33,14 @@ import time
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-TACH = os.environ.get("TACH_BIN") or os.path.join(REPO, "target", "debug", "tach")
-CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
+from conftest import CHROOT, REPO, TACH, ReadyProgram, chroot_ok
+from conftest import read_collapsed as collapsed_counts
+
 TIMEOUT = 180
 # Pure-Python wheels (py3-none-any), pinned: the server and its client.
 WHEELS = ["uvicorn==0.54.0", "h11==0.16.0", "click==8.5.1", "httpx==0.28.1", "httpcore==1.0.9",
           "anyio==4.16.0", "sniffio==1.3.1", "idna==3.20", "certifi==2026.10.19.post1"]
 
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
-import accuracy  # noqa: E402  (python/bench/accuracy.py: finding the target's pid)
 
 TREE = """\
 import asyncio, random, sys, time
@@ -157,12 +154,6 @@ asyncio.run(main())
 """
 
 
-def chroot_ok():
-    if not os.path.exists(CHROOT):
-        return False
-    return subprocess.run([CHROOT, "run", "--", "true"], cwd=REPO, capture_output=True).returncode == 0
-
-
 HAVE_CHROOT = chroot_ok()
 
 
@@ -189,25 +180,10 @@ def site():
     return d
 
 
-class Target:
-    """`script` run by the chroot's `python` for `seconds`; its pid once ready."""
-
-    def __init__(self, python, work, text, name, seconds, env=()):
-        self.script = os.path.join(work, name)
-        with open(self.script, "w") as f:
-            f.write(text)
-        cmd = [CHROOT, "run", "--", "env", *env, python, self.script, str(seconds)]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-        self.pid = accuracy.wait_for_child_python(None, self.script)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=TIMEOUT)
+def chroot_target(python, work, text, name, seconds, env=()):
+    """`text` run by the chroot's `python` for `seconds`; its pid once ready."""
+    cmd = [CHROOT, "run", "--", "env", *env, python]
+    return ReadyProgram(cmd, work, text, seconds, name=name, timeout=TIMEOUT)
 
 
 def tach(*args, timeout=TIMEOUT):
@@ -216,13 +192,8 @@ def tach(*args, timeout=TIMEOUT):
 
 def read_collapsed(path):
     """[(frames root first, count)], the `tid:` element left out."""
-    out = []
-    with open(path) as f:
-        for line in f:
-            stack, n = line.rstrip("\n").rsplit(" ", 1)
-            frames = [fr for fr in stack.split(";") if not fr.startswith("tid:")]
-            out.append((frames, int(n)))
-    return out
+    return [([fr for fr in stack.split(";") if not fr.startswith("tid:")], n)
+            for stack, n in collapsed_counts(path).items()]
 
 
 def function_of(frame):
@@ -313,7 +284,7 @@ def test_same_stacks_as_cpythons_sampler_on_315(program, work, request):
     for attempt in (1, 2):
         run = os.path.join(work, f"attempt-{attempt}")
         os.makedirs(run, exist_ok=True)
-        with Target("python3.15", run, text, name, seconds + 6, env) as target:
+        with chroot_target("python3.15", run, text, name, seconds + 6, env) as target:
             ref, ours, summary = record_both(target, run, seconds)
         report, worst, missing = compare(ref, ours)
         print(f"{program} (attempt {attempt}): {summary.strip()}\n{report}\n"
@@ -373,7 +344,7 @@ def test_query_selects_by_task_as_cpythons_replay_counts(work):
     replay --collapsed` of the same file, each stack's `<task>` frames counted once
     (inclusive) or its innermost one (running)."""
     need_chroot()
-    with Target("python3.15", work, TREE, "aio_tree.py", 10) as target:
+    with chroot_target("python3.15", work, TREE, "aio_tree.py", 10) as target:
         out = os.path.join(work, "tree.tach")
         r = tach("record", "--pid", str(target.pid), "--async-aware", "-d", "3", "-o", out)
         assert r.returncode == 0, r.stderr
@@ -443,7 +414,7 @@ def dump_tasks(pid):
 
 def test_task_tree_as_asyncio_ps_shows_it_on_314(work):
     need_chroot()
-    with Target("python3.14", work, PAUSED, "aio_paused.py", 60) as target:
+    with chroot_target("python3.14", work, PAUSED, "aio_paused.py", 60) as target:
         ours = dump_tasks(target.pid)
         ref = ps_tasks(target.pid)
     assert ours == ref, f"tach:\n{ours}\nasyncio ps:\n{ref}"
@@ -463,7 +434,7 @@ def test_versions_without_asyncio_offsets_are_refused_by_name(where, work):
     minor = int(version.split(".")[1])
     if kind == "chroot":
         need_chroot()
-        target = Target(f"python{version}", work, PAUSED, "aio_paused.py", 30)
+        target = chroot_target(f"python{version}", work, PAUSED, "aio_paused.py", 30)
     else:
         python = pyenv_python(minor)
         if python is None:
@@ -487,7 +458,7 @@ def test_versions_without_asyncio_offsets_are_refused_by_name(where, work):
             assert "panicked" not in r.stderr
     finally:
         if kind == "chroot":
-            target.__exit__(None, None, None)
+            target.stop()
         else:
             target.kill()
             target.wait()
@@ -589,7 +560,7 @@ def test_a_task_whose_name_is_not_a_string_is_counted_not_shown(mode, work):
     tasks themselves (all) are dropped and counted as errors in the summary; the others
     are recorded; the file is valid."""
     need_chroot()
-    with Target("python3.15", work, BAD_NAMES, "badname.py", 12) as target:
+    with chroot_target("python3.15", work, BAD_NAMES, "badname.py", 12) as target:
         out = os.path.join(work, f"bad-{mode}.tach")
         r = tach("record", "--pid", str(target.pid), "--async-aware", "--async-mode", mode,
                  "-d", "2", "-o", out, timeout=60)
@@ -609,7 +580,7 @@ def test_a_task_whose_name_is_not_a_string_is_counted_not_shown(mode, work):
 
 def test_a_program_without_asyncio_records_as_without_the_flag(work):
     need_chroot()
-    with Target("python3.15", work, PLAIN, "plain.py", 10) as target:
+    with chroot_target("python3.15", work, PLAIN, "plain.py", 10) as target:
         out = os.path.join(work, "plain.tach")
         r = tach("record", "--pid", str(target.pid), "--async-aware", "-d", "2", "-o", out)
         assert r.returncode == 0, r.stderr
@@ -624,7 +595,7 @@ def test_a_program_without_asyncio_records_as_without_the_flag(work):
 @pytest.mark.parametrize("mode", ["running", "all"])
 def test_ten_thousand_tasks_and_loops_closed_while_recording(mode, work):
     need_chroot()
-    with Target("python3.15", work, FAULTS, "faults.py", 12) as target:
+    with chroot_target("python3.15", work, FAULTS, "faults.py", 12) as target:
         out = os.path.join(work, f"faults-{mode}.tach")
         started = time.monotonic()
         r = tach("record", "--pid", str(target.pid), "--async-aware", "--async-mode", mode,

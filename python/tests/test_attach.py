@@ -32,55 +32,19 @@ import pytest
 
 from tach import _native
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-import accuracy  # noqa: E402  (python/bench/accuracy.py)
+from conftest import CHROOT, REPO, TACH, THREADS_MIXED, ReadyProgram, chroot_ok, read_collapsed
+from conftest import line_of as line_in
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TACH = os.environ.get("TACH_BIN") or os.path.join(REPO, "target", "debug", "tach")
-CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 TIMEOUT = 120
 
 HAS_GIL, ON_CPU, UNKNOWN, GIL_REQUESTED, HAS_EXCEPTION, MAIN_THREAD = 1, 2, 4, 8, 16, 32
 
-TARGET = """\
-import sys, threading, time
-
-def leaf(n):
-    s = 0
-    for i in range(n):
-        s += i * i  # LEAF
-    return s
-
-def middle():
-    return leaf(20000)  # MIDDLE
-
-def sleeper(stop):
-    while not stop.is_set():
-        time.sleep(0.02)  # SLEEP
-
-stop = threading.Event()
-threading.Thread(target=sleeper, args=(stop,), name="sleeper").start()
-print("ready", flush=True)
-end = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < end:
-    middle()  # LOOP
-stop.set()
-sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
-"""
+TARGET = THREADS_MIXED
 
 
 def line_of(marker):
-    for i, line in enumerate(TARGET.splitlines(), 1):
-        if marker in line:
-            return i
-    raise AssertionError(marker)
-
-
-def chroot_ok():
-    if not os.path.exists(CHROOT):
-        return False
-    return subprocess.run([CHROOT, "run", "--", "true"], cwd=REPO, capture_output=True).returncode == 0
+    return line_in(TARGET, marker)
 
 
 def pyenv(minor):
@@ -112,36 +76,6 @@ def need(interp):
     return cmd
 
 
-def find_python(script):
-    """The pid of the interpreter running `script` (the chroot's wrapper may fork it):
-    the accuracy harness's search."""
-    return accuracy.wait_for_child_python(None, script)
-
-
-class Target:
-    """The target script running under `cmd` for `seconds`, its pid once it is ready."""
-
-    def __init__(self, cmd, work, seconds, text=TARGET, name="target.py"):
-        self.script = os.path.join(work, name)
-        with open(self.script, "w") as f:
-            f.write(text)
-        self.proc = subprocess.Popen(cmd + [self.script, str(seconds)], cwd=REPO,
-                                     stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-        self.pid = find_python(self.script)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=TIMEOUT)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-
 def tach(*args, timeout=TIMEOUT, cwd=REPO):
     return subprocess.run([TACH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
@@ -156,16 +90,6 @@ def version_of(interp):
     return tuple(int(x) for x in interp[0].split("-")[1].split("."))
 
 
-def collapsed(path):
-    """{stack line: count} of a collapsed file."""
-    counts = {}
-    with open(path) as f:
-        for line in f:
-            stack, n = line.rstrip("\n").rsplit(" ", 1)
-            counts[stack] = counts.get(stack, 0) + int(n)
-    return counts
-
-
 def replay_count(path):
     """Samples CPython 3.15's own reader finds in `path` (None without the chroot), after
     checking that its collapsed stacks (every name, file and line) are tach's."""
@@ -178,8 +102,8 @@ def replay_count(path):
     ours = path + ".tach-collapsed"
     t = tach("export", "--collapsed", "-o", ours, path)
     assert t.returncode == 0, t.stderr
-    assert collapsed(out) == collapsed(ours)
-    return sum(collapsed(out).values())
+    assert read_collapsed(out) == read_collapsed(ours)
+    return sum(read_collapsed(out).values())
 
 
 def full_version(cmd):
@@ -224,7 +148,7 @@ def consistent(stack):
 @pytest.mark.parametrize("interp", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
 def test_dump_shows_every_threads_stack_and_status(interp, work):
     cmd = need(interp)
-    with Target(cmd, work, 30) as t:
+    with ReadyProgram(cmd, work, TARGET, 30) as t:
         dumps = []
         for _ in range(10):
             p = tach("dump", "--json", str(t.pid))
@@ -264,7 +188,7 @@ def test_dump_shows_every_threads_stack_and_status(interp, work):
 def test_record_pid_stacks_status_and_replay(interp, work):
     cmd = need(interp)
     out = os.path.join(work, "out.tach")
-    with Target(cmd, work, 30) as t:
+    with ReadyProgram(cmd, work, TARGET, 30) as t:
         # 3 s: over 1,000 main-thread samples even when a loaded machine gives the sampler
         # 500 Hz (it did, at a load of 12 on 2 cores).
         p = tach("record", "--pid", str(t.pid), "-a", "--mode", "cpu", "-d", "3", "-o", out)
@@ -341,7 +265,7 @@ def test_opcodes_from_outside(interp, work):
     refused by name."""
     cmd = need(interp)
     out = os.path.join(work, "out.tach")
-    with Target(cmd, work, 30) as t:
+    with ReadyProgram(cmd, work, TARGET, 30) as t:
         p = tach("record", "--pid", str(t.pid), "--opcodes", "-d", "2", "-o", out)
     version = version_of(interp)
     if version < (3, 11):
@@ -399,7 +323,7 @@ def test_exception_mode_from_outside(interp, work):
     it): exception mode keeps the samples taken while an exception is handled."""
     cmd = need(interp)
     out = os.path.join(work, "out.tach")
-    with Target(cmd, work, 30, text=EXCEPTIONS, name="exceptions.py") as t:
+    with ReadyProgram(cmd, work, EXCEPTIONS, 30, name="exceptions.py") as t:
         p = tach("record", "--pid", str(t.pid), "--mode", "exception", "-d", "2", "-o", out)
     assert p.returncode == 0, p.stderr
     st = stacks(_native.load(out))
@@ -513,7 +437,7 @@ def test_a_target_killed_mid_recording_leaves_a_valid_file(work):
     if interp is None:
         pytest.skip("SKIPPED: attach: no interpreter tach attaches to is available here")
     out = os.path.join(work, "out.tach")
-    with Target(interp[1], work, 60) as t:
+    with ReadyProgram(interp[1], work, TARGET, 60) as t:
         rec = subprocess.Popen([TACH, "record", "--pid", str(t.pid), "-a", "-o", out],
                                stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
@@ -555,7 +479,7 @@ def test_forks_and_a_thousand_short_threads(work):
     if interp is None:
         pytest.skip("SKIPPED: attach: no interpreter tach attaches to is available here")
     out = os.path.join(work, "out.tach")
-    with Target(interp[1], work, 0, text=FORKS_AND_THREADS, name="forks.py") as t:
+    with ReadyProgram(interp[1], work, FORKS_AND_THREADS, 0, name="forks.py") as t:
         p = tach("record", "--pid", str(t.pid), "-a", "-o", out, timeout=60)
         assert t.proc.wait(timeout=60) == 0
     assert p.returncode == 0, p.stderr

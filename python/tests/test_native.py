@@ -23,9 +23,8 @@ import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TACH = os.environ.get("TACH_BIN") or os.path.join(REPO, "target", "debug", "tach")
-CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
+from conftest import CHROOT, REPO, TACH, chroot_ok, read_collapsed
+
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 VENV = os.path.join(REPO, ".venv-native-3.12")
 TIMEOUT = 300
@@ -80,11 +79,6 @@ def venv():
     return py
 
 
-def chroot_ok():
-    return os.path.exists(CHROOT) and subprocess.run(
-        [CHROOT, "run", "--", "true"], cwd=REPO, capture_output=True).returncode == 0
-
-
 def tach(*args):
     if not os.path.exists(TACH):
         pytest.fail(f"no tach binary at {TACH} (cargo build, or set TACH_BIN)")
@@ -96,12 +90,7 @@ def stack_lines(path):
     out = path + ".collapsed"
     p = tach("export", "--collapsed", "-o", out, path)
     assert p.returncode == 0, p.stderr
-    lines = {}
-    with open(out) as f:
-        for line in f:
-            stack, n = line.rstrip("\n").rsplit(" ", 1)
-            lines[stack] = lines.get(stack, 0) + int(n)
-    return lines
+    return read_collapsed(out)
 
 
 def funcs(stack):
@@ -164,18 +153,10 @@ def test_record_native_on_312_mixes_native_and_python_frames(tmp_path):
     assert any(re.search(r"libz\.so[.\d]*:deflate:", s) for s in lines), list(lines)[:10]
 
 
-@pytest.fixture
-def repo_tmp():
-    """A temporary directory inside the checkout (the chroot sees only the checkout)."""
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="native-", dir=REPO) as work:
-        yield work
-
-
-def test_record_native_on_315_replays_in_cpython(repo_tmp):
+def test_record_native_on_315_replays_in_cpython(work):
     if not chroot_ok():
         pytest.skip("SKIPPED: native on 3.15: the CPython chroot is not available here")
-    work = repo_tmp
+    # `work`: a scratch directory in the checkout (the chroot sees only the checkout).
     out, _ = record([CHROOT, "run", "--", "python3.15"], str(work), 5)
     v = tach("verify", out)
     assert v.returncode == 0, v.stdout + v.stderr
@@ -255,7 +236,7 @@ def python_skeletons(path, native_of):
     return out, total
 
 
-def test_native_on_315_python_part_equals_cpython_native(repo_tmp):
+def test_native_on_315_python_part_equals_cpython_native(work):
     """tach record --native and CPython 3.15's own `attach --native` on one execution:
     with tach's native frames folded into CPython's `<native>` placeholder, the stacks'
     shares agree; and the zlib loop reads main -> compress -> deflate."""
@@ -265,7 +246,6 @@ def test_native_on_315_python_part_equals_cpython_native(repo_tmp):
     if load > 2 * cores:
         pytest.skip(f"SKIPPED: native vs CPython --native: load {load:.1f} on {cores} cores "
                     "is too busy for two samplers to share one process")
-    work = repo_tmp
     script = os.path.join(work, "native315.py")
     with open(script, "w") as f:
         f.write(PROGRAM_315)

@@ -9,7 +9,6 @@ Run: see docs/recorder.md ("Tests"), e.g. ``python/tests/run.sh``.
 
 import collections
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,9 +24,9 @@ TIMEOUT = 90  # seconds; the watchdog for every recorded program
 
 HAS_GIL, ON_CPU, UNKNOWN, GIL_REQUESTED, HAS_EXCEPTION, MAIN_THREAD = 1, 2, 4, 8, 16, 32
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The project's own chroot tool (scripts/cpython-chroot); inside the chroot it is absent.
-CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
+# CHROOT: the project's own chroot tool (scripts/cpython-chroot); inside the chroot it
+# is absent.
+from conftest import CHROOT, REPO  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -22,39 +22,13 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-import accuracy  # noqa: E402  (python/bench/accuracy.py)
+from conftest import CHROOT, REPO, TACH, THREADS_MIXED, ReadyProgram, chroot_ok
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TACH = os.environ.get("TACH_BIN") or os.path.join(REPO, "target", "debug", "tach")
-CHROOT = os.path.join(REPO, "scripts", "cpython-chroot")
+sys.path.insert(0, os.path.join(REPO, "python", "bench"))
+import accuracy  # noqa: E402  (python/bench/accuracy.py)
 WAIT = 60
 
-TARGET = """\
-import sys, threading, time
-
-def leaf(n):
-    s = 0
-    for i in range(n):
-        s += i * i
-    return s
-
-def middle():
-    return leaf(20000)
-
-def sleeper(stop):
-    while not stop.is_set():
-        time.sleep(0.02)
-
-stop = threading.Event()
-threading.Thread(target=sleeper, args=(stop,), name="sleeper").start()
-print("ready", flush=True)
-end = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < end:
-    middle()
-stop.set()
-sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
-"""
+TARGET = THREADS_MIXED
 
 
 def have_tmux():
@@ -64,12 +38,6 @@ def have_tmux():
     if os.geteuid() == 0 and shutil.which("apt-get"):
         subprocess.run(["apt-get", "install", "-y", "-q", "tmux"], capture_output=True, timeout=600)
     return shutil.which("tmux") is not None
-
-
-def chroot_ok():
-    if not os.path.exists(CHROOT):
-        return False
-    return subprocess.run([CHROOT, "run", "--", "true"], cwd=REPO, capture_output=True).returncode == 0
 
 
 def pyenv313():
@@ -213,31 +181,10 @@ def quit_and_check_terminal(tmux, status):
     assert re.search(r"^icanon echo\s*$", s, re.M), s
 
 
-class Target:
-    """The target script running under `cmd` for `seconds`, its pid once it is ready."""
-
-    def __init__(self, cmd, work, seconds):
-        self.script = os.path.join(work, "target.py")
-        with open(self.script, "w") as f:
-            f.write(TARGET)
-        self.proc = subprocess.Popen(cmd + [self.script, str(seconds)], cwd=REPO,
-                                     stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-        self.pid = accuracy.wait_for_child_python(None, self.script)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=WAIT)
-
-
 @pytest.mark.parametrize("interp", INTERPRETERS, ids=IDS)
 def test_live_view_of_a_running_process(interp, work, tmux):
     cmd = need(interp)
-    with Target(cmd, work, 120) as t:
+    with ReadyProgram(cmd, work, TARGET, 120, timeout=WAIT) as t:
         tmux.type(f"{TACH} top --pid {t.pid} -a; echo EXIT=$?")
         # The hot functions: the main thread's leaf and the other thread's sleeper.
         s = tmux.wait("both threads' hot functions",

@@ -146,6 +146,9 @@ fn open_profile(py: Python<'_>, path: PathBuf) -> PyResult<NativeProfile> {
     })
 }
 
+/// `NativeProfile::info`'s answer: JSON, text, rows.
+type InfoParts = (String, String, Vec<(String, String)>);
+
 #[pymethods]
 impl NativeProfile {
     #[getter]
@@ -159,13 +162,14 @@ impl NativeProfile {
         self.file().header().sample_count
     }
 
-    /// `tach info --json` for this file (decodes every sample).
-    fn info_json(&self, py: Python<'_>) -> PyResult<String> {
+    /// `tach info` for this file (decodes every sample): its `--json` document, its
+    /// text (the same `Display` the CLI prints) and that text's (label, value) rows.
+    fn info(&self, py: Python<'_>) -> PyResult<InfoParts> {
         let engine = self.engine.clone();
-        interruptible(py, None, move || {
-            FileInfo::gather(&engine.sources()[0].file)
-                .map_err(|e| e.to_string())
-                .and_then(|i| serde_json::to_string(&i).map_err(|e| e.to_string()))
+        interruptible(py, None, move || -> Result<_, String> {
+            let info = FileInfo::gather(&engine.sources()[0].file).map_err(|e| e.to_string())?;
+            let json = serde_json::to_string(&info).map_err(|e| e.to_string())?;
+            Ok((json, info.to_string(), info.rows()))
         })?
         .map_err(TachError::new_err)
     }

@@ -78,9 +78,6 @@ fn diff_json(
     end: Option<f64>,
     status: Option<Vec<String>>,
 ) -> PyResult<String> {
-    if !(alpha > 0.0 && alpha < 1.0) {
-        return Err(PyValueError::new_err("alpha must be between 0 and 1"));
-    }
     let options = report::DiffOptions {
         by: GroupBy::parse(by).map_err(report_error)?,
         metric: report::Metric::parse(metric).map_err(report_error)?,

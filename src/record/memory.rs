@@ -91,13 +91,15 @@ impl ProcessVmReader {
         ProcessVmReader { pid }
     }
 
-    /// A reader of this process.
+    /// A reader of this process (the in-process recorder's).
+    #[cfg(any(test, feature = "python-record"))]
     pub fn this_process() -> Self {
         // SAFETY: getpid has no preconditions.
         ProcessVmReader::new(unsafe { libc::getpid() })
     }
 
     /// Checks that the kernel lets us read: some containers forbid `process_vm_readv`.
+    #[cfg(any(test, feature = "python-record"))]
     pub fn probe(&self) -> Result<(), ReadError> {
         let probe: u64 = 0x5441_4348_5052_4f42;
         let got = self.read_u64(&probe as *const u64 as u64)?;

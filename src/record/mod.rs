@@ -1,5 +1,11 @@
-//! The recorder: samples a Python interpreter, in-process or from outside, and streams
-//! TACH.
+//! The recorder: samples a Python interpreter and streams TACH. The `tach` binary
+//! attaches from outside (`process_vm_readv`, ptrace to pause); the Python extension
+//! (feature `python-record`) samples its own interpreter in-process. The same sampler
+//! does both.
+//!
+//! From Rust: [`attach()`] finds a running interpreter's layout, [`Session::start`]
+//! records it into a file with [`RecordOptions`], and [`options::RecordCommand`] does
+//! what `tach record` does (start or attach, stop on a signal or the program's exit).
 //!
 //! - `memory`: fault-tolerant reads behind `memory::MemoryReader` (`process_vm_readv`).
 //! - `layout`: interpreter layouts behind `layout::InterpreterLayout`, one per
@@ -24,34 +30,24 @@
 //!
 //! See `docs/recorder.md` for the design.
 
-// The sampler runs inside the Python extension (feature `python-record`) and, attached from
-// outside, in the `tach` binary. What only the in-process side calls is allowed to be
-// unused in a build without the extension.
 pub(crate) mod asyncio;
 pub(crate) mod attach;
 mod children;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod clock;
 mod elf;
 pub(crate) mod external;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod layout;
 mod layouts_generated;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod linetable;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod memory;
 mod native;
 pub mod options;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod pause;
 mod ptrace_pause;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod resolve;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod sampler;
 mod static_layout;
-#[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod target;
 
-pub use sampler::{RecordOptions, RecordStats, SampleSink, Session};
+pub use attach::{attach, AttachError};
+pub use sampler::{RecordOptions, RecordStats, SampleSink, Session, Target};

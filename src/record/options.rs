@@ -187,11 +187,6 @@ pub struct RecordSpec {
 }
 
 impl RecordSpec {
-    /// Whether any option was given (`tach top` refuses them without a live target).
-    pub fn any(&self) -> bool {
-        *self != RecordSpec::default()
-    }
-
     /// `--blocking` (Some(true)), `--no-blocking` (Some(false)) or neither (by the rate).
     pub fn blocking(&self) -> Option<bool> {
         match (self.blocking, self.no_blocking) {

@@ -10,15 +10,26 @@
 //! Nothing here depends on the headers of the interpreter tach was built against, so one
 //! extension (abi3) records on every version.
 
+// `detect_layout` and `opcode_tables_from` serve the attach from outside too; the rest
+// finds this process's interpreter, for the Python extension (feature `python-record`).
+#[cfg(feature = "python-record")]
 use std::ffi::CString;
 
 use super::layout::{DebugOffsetsLayout, InterpreterLayout, DEBUG_OFFSETS_READ};
-use super::memory::{MemoryReader, ProcessVmReader};
-use super::resolve::{OpcodeTables, Types};
+use super::memory::MemoryReader;
+#[cfg(feature = "python-record")]
+use super::memory::ProcessVmReader;
+use super::resolve::OpcodeTables;
+#[cfg(feature = "python-record")]
+use super::resolve::Types;
+#[cfg(feature = "python-record")]
 use super::sampler::Target;
-use super::static_layout::{extras, generated_opcode_tables, StaticLayout};
+#[cfg(any(test, feature = "python-record"))]
+use super::static_layout::StaticLayout;
+use super::static_layout::{extras, generated_opcode_tables};
 
 /// Looks a symbol up in the process (the executable and every loaded library).
+#[cfg(feature = "python-record")]
 pub fn symbol(name: &str) -> Option<u64> {
     let c = CString::new(name).ok()?;
     // SAFETY: dlsym with RTLD_DEFAULT and a valid C string only looks the name up.
@@ -58,6 +69,7 @@ pub fn detect_layout(
 }
 
 /// The layout of the interpreter running this process.
+#[cfg(any(test, feature = "python-record"))]
 fn this_layout(
     mem: &dyn MemoryReader,
     runtime: u64,
@@ -73,6 +85,7 @@ fn this_layout(
 }
 
 /// Opcode tables for `--opcodes`, and for 3.11's and 3.12's inline caches.
+#[cfg(feature = "python-record")]
 pub fn opcode_tables(mem: &dyn MemoryReader, version: (u8, u8, u8)) -> Option<OpcodeTables> {
     opcode_tables_from(mem, version, symbol("_PyOpcode_Deopt"))
 }
@@ -106,6 +119,7 @@ pub fn opcode_tables_from(
 
 /// Everything needed to sample this process. `version` is `sys.version_info`; `types`
 /// the addresses of the interpreter's type objects and `None`.
+#[cfg(feature = "python-record")]
 pub fn this_process(
     version: (u8, u8, u8),
     types: Types,

@@ -410,6 +410,9 @@ pub fn diff(
             "diff needs at least one file on each side".into(),
         ));
     }
+    if !(options.alpha > 0.0 && options.alpha < 1.0) {
+        return Err(ReportError::Usage("alpha must be between 0 and 1".into()));
+    }
     let mut keys = Keys::default();
     let mut read = |files: &[TachFile]| -> Result<Vec<FileSamples>> {
         files

@@ -10,6 +10,7 @@ mod common;
 mod corruption;
 #[cfg(feature = "query")]
 mod dataset;
+mod docs;
 mod export_cpython;
 mod export_viz;
 mod golden;

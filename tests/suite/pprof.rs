@@ -290,11 +290,20 @@ fn pprof_output_is_deterministic() {
     }
 }
 
-/// `go tool pprof -top -filefunctions` rows: `NAME FILE` -> (flat, cum) samples.
-fn pprof_top(text: &str) -> BTreeMap<String, (u64, u64)> {
+/// `go tool pprof -top` rows (one parser for every test that reads them), name ->
+/// (flat, cum) with their rounding, and the cut-off of its `Dropped N nodes (cum <= X)` line (0 when it dropped none).
+pub(crate) type TopRow = ((f64, f64), (f64, f64));
+pub(crate) fn top_rows(text: &str) -> (BTreeMap<String, TopRow>, (f64, f64)) {
     let mut rows = BTreeMap::new();
+    let mut cutoff = (0.0, 0.0);
     let mut on = false;
     for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Dropped ") {
+            if let Some((_, x)) = rest.split_once("(cum <= ") {
+                cutoff = value(x.trim_end_matches(')'));
+            }
+            continue;
+        }
         if line.trim_start().starts_with("flat ") {
             on = true;
             continue;
@@ -303,12 +312,42 @@ fn pprof_top(text: &str) -> BTreeMap<String, (u64, u64)> {
             continue;
         }
         let f: Vec<&str> = line.split_whitespace().collect();
-        let (flat, cum) = (f[0].parse().unwrap(), f[3].parse().unwrap());
+        // Everything after the five figures, exactly as printed: a name may hold spaces.
         let rest = after_fields(line, 5);
-        let old = rows.insert(rest.to_string(), (flat, cum));
-        assert!(old.is_none(), "pprof row {rest} twice");
+        let old = rows.insert(rest.to_string(), (value(f[0]), value(f[3])));
+        assert!(old.is_none(), "-top row {rest:?} twice");
     }
-    rows
+    (rows, cutoff)
+}
+
+/// A value as pprof prints it (`ScaledLabel`: two decimals, `.00` cut, then the unit)
+/// in nanoseconds, with the most its rounding can hide; a bare number for counts.
+pub(crate) fn value(text: &str) -> (f64, f64) {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "" => 1.0,
+        "ns" => 1.0,
+        "us" | "μs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "mins" => 60e9,
+        "hrs" => 3600e9,
+        _ => panic!("unit of {text:?}"),
+    };
+    let n: f64 = number.parse().unwrap_or_else(|_| panic!("{text:?}"));
+    (n * scale, 0.005 * scale + 1e-9)
+}
+
+/// `go tool pprof -top -filefunctions -sample_index=samples` rows: `NAME FILE` ->
+/// (flat, cum) samples (counts, printed whole).
+fn pprof_top(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let (rows, _) = top_rows(text);
+    rows.into_iter()
+        .map(|(key, ((flat, _), (cum, _)))| (key, (flat as u64, cum as u64)))
+        .collect()
 }
 
 /// go tool pprof's own `-top` figures (flat and cum samples per function and file,

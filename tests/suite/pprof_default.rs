@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::common;
-use crate::pprof::{export, go, pprof};
+use crate::pprof::{export, go, pprof, top_rows, value};
 
 /// The function of a CPython collapsed label: `basename:function:line`, or a bare name
 /// for a synthetic frame (`<GC>`).
@@ -38,27 +38,6 @@ fn collapsed_by_function(text: &str) -> Vec<(String, Vec<String>, u64)> {
         .collect()
 }
 
-/// A value as pprof prints it (`ScaledLabel`: two decimals, `.00` cut, then the unit)
-/// in nanoseconds, with the most its rounding can hide; a bare number for counts.
-fn value(text: &str) -> (f64, f64) {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale = match unit {
-        "" => 1.0,
-        "ns" => 1.0,
-        "us" | "μs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "mins" => 60e9,
-        "hrs" => 3600e9,
-        _ => panic!("unit of {text:?}"),
-    };
-    let n: f64 = number.parse().unwrap_or_else(|_| panic!("{text:?}"));
-    (n * scale, 0.005 * scale + 1e-9)
-}
-
 /// The golden recordings whose CPython collapsed export is small enough to trace.
 fn golden_with_collapsed() -> Vec<(String, std::path::PathBuf, String)> {
     common::golden_bins()
@@ -78,40 +57,6 @@ fn interval_ns(bin: &Path) -> f64 {
         .header()
         .sample_interval_us
         * 1000) as f64
-}
-
-/// `go tool pprof -top` rows, function -> (flat, cum) with their rounding, and the
-/// cut-off of its `Dropped N nodes (cum <= X)` line (0 when it dropped none).
-type TopRow = ((f64, f64), (f64, f64));
-fn default_top(text: &str) -> (BTreeMap<String, TopRow>, (f64, f64)) {
-    let mut rows = BTreeMap::new();
-    let mut cutoff = (0.0, 0.0);
-    let mut on = false;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("Dropped ") {
-            if let Some((_, x)) = rest.split_once("(cum <= ") {
-                cutoff = value(x.trim_end_matches(')'));
-            }
-            continue;
-        }
-        if line.trim_start().starts_with("flat ") {
-            on = true;
-            continue;
-        }
-        if !on || line.trim().is_empty() {
-            continue;
-        }
-        let f: Vec<&str> = line.split_whitespace().collect();
-        // Everything after the five figures, exactly as printed: a name may hold spaces.
-        let mut rest = line.trim_start();
-        for _ in 0..5 {
-            let end = rest.find(char::is_whitespace).unwrap();
-            rest = rest[end..].trim_start();
-        }
-        let old = rows.insert(rest.to_string(), (value(f[0]), value(f[3])));
-        assert!(old.is_none(), "-top row {rest:?} twice");
-    }
-    (rows, cutoff)
 }
 
 /// `go tool pprof -top` with its defaults: one row per function name with flat and cum
@@ -136,7 +81,7 @@ fn go_pprof_default_top_names_functions_as_cpython_with_its_times() {
         let out = dir.path().join(format!("{name}.pb.gz"));
         export(&bin, &out);
         let text = pprof(go, &["-top"], &out);
-        let (rows, (cutoff, cutoff_err)) = default_top(&text);
+        let (rows, (cutoff, cutoff_err)) = top_rows(&text);
         assert!(!rows.is_empty(), "{name}: {text}");
         for (function, ((flat, flat_err), (cum, cum_err))) in &rows {
             assert!(

@@ -23,7 +23,6 @@ pub mod source;
 use crate::query::opnames;
 #[cfg(not(feature = "query"))]
 #[path = "../../query/opnames.rs"]
-#[allow(dead_code)]
 mod opnames;
 
 use std::collections::BTreeMap;

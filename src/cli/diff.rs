@@ -1,0 +1,98 @@
+//! `tach diff`: which shares changed beyond noise between two sets of runs.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{open_all, stdout_error, CliError, ExitCode, FilterArgs, SUCCESS};
+use crate::names;
+use crate::report;
+
+#[derive(Args)]
+#[command(after_help = "Examples:
+  tach diff before.bin after.bin
+  tach diff --base a1.bin a2.bin a3.bin --new b1.bin b2.bin b3.bin   # repeated runs
+  tach diff --flamegraph diff.svg --format json before.bin after.bin")]
+pub(super) struct DiffArgs {
+    /// BASE NEW: one file each (or use --base and --new).
+    #[arg(num_args = 0..=2, value_names = ["BASE", "NEW"])]
+    pair: Vec<PathBuf>,
+    /// The base runs.
+    #[arg(long, num_args = 1.., conflicts_with = "pair", requires = "new")]
+    base: Vec<PathBuf>,
+    /// The new runs.
+    #[arg(long, num_args = 1.., conflicts_with = "pair", requires = "base")]
+    new: Vec<PathBuf>,
+    /// What one row stands for.
+    #[arg(long, default_value = "function", value_parser = names::parser::<report::GroupBy>(report::GroupBy::WHAT))]
+    by: report::GroupBy,
+    /// Which share to compare.
+    #[arg(long, default_value = "self", value_parser = names::parser::<report::Metric>(report::Metric::WHAT))]
+    metric: report::Metric,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Family-wise error rate (Holm correction over the compared keys).
+    #[arg(long, default_value_t = 0.01)]
+    alpha: f64,
+    /// Compare only keys with at least this share (percent) on a side.
+    #[arg(long, default_value_t = 0.5, value_name = "PERCENT")]
+    min_share: f64,
+    /// Never call a change smaller than this many percentage points.
+    #[arg(long, default_value_t = 0.5, value_name = "POINTS")]
+    min_change: f64,
+    /// Show the first N rows.
+    #[arg(short, long, value_name = "N")]
+    limit: Option<usize>,
+    #[arg(long, default_value = "table", value_parser = names::parser::<report::Format>(report::Format::WHAT))]
+    format: report::Format,
+    /// Also write a differential flamegraph (widths: new shares; colours: change).
+    #[arg(long, value_name = "OUT.svg")]
+    flamegraph: Option<PathBuf>,
+}
+
+pub(super) fn run(args: DiffArgs) -> Result<ExitCode, CliError> {
+    let (base, new) = match (args.pair.as_slice(), args.base.is_empty()) {
+        ([b, n], true) => (vec![b.clone()], vec![n.clone()]),
+        ([], false) => (args.base.clone(), args.new.clone()),
+        _ => {
+            return Err(CliError::Usage(
+                "give BASE NEW, or --base FILES... --new FILES...".into(),
+            ))
+        }
+    };
+    let options = report::DiffOptions {
+        by: args.by,
+        metric: args.metric,
+        alpha: args.alpha,
+        min_share_pct: args.min_share,
+        min_change_points: args.min_change,
+        ..Default::default()
+    };
+    let format = args.format;
+    let filter = args.filter.build()?;
+    let (base, new) = (open_all(&base)?, open_all(&new)?);
+    let mut diff = report::diff(&base, &new, &filter, &options)?;
+    if let Some(path) = &args.flamegraph {
+        let title = format!(
+            "tach diff: {} -> {}",
+            diff.base.files.join(" "),
+            diff.new.files.join(" ")
+        );
+        let mut svg = Vec::new();
+        report::write_flamegraph(&base, &new, &filter, options.by, &title, &mut svg)?;
+        std::fs::write(path, svg).map_err(|source| CliError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(n) = args.limit {
+        diff.rows.truncate(n);
+    }
+    let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+    report::write_diff(&diff, format, &mut w)
+        .and_then(|()| w.flush())
+        .map_err(stdout_error)?;
+    Ok(SUCCESS)
+}

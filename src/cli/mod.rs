@@ -1,0 +1,279 @@
+//! The `tach` command line: a thin clap layer over the library, one module per
+//! subcommand (its arguments and the calls into the library), this one for the
+//! [`Cli`] and [`Command`] definitions, the exit statuses and the dispatch. Both the
+//! `tach` binary (src/main.rs, through [`crate::run_cli`]) and the Python package's
+//! `tach` command (`tach._native.cli_main`) call [`main`], so they are the same program.
+
+mod diff;
+mod dump;
+mod export;
+mod info;
+#[cfg(feature = "query")]
+mod query;
+mod record;
+mod recover;
+mod rewrite;
+mod top;
+mod verify;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::export::ExportError;
+use crate::tach::{SampleFilter, TachError, TachFile};
+
+/// Why a command failed. The exit status follows from it, the same for every command:
+/// 1 for a bad or unreadable input (or any other failure of the work itself), 2 for a
+/// command line that asks for something impossible (as clap's own usage errors), and 0
+/// when standard output was closed by its reader (`tach export -o - x.bin | head`).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Filter(#[from] crate::tach::filter::FilterError),
+    #[error(transparent)]
+    Read(#[from] TachError),
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    #[cfg(feature = "query")]
+    #[error(transparent)]
+    Query(#[from] crate::query::QueryError),
+    #[error(transparent)]
+    Record(#[from] crate::record::options::RecordCommandError),
+    #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    #[error(transparent)]
+    Recover(#[from] crate::tach::recover::RecoverError),
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CliError {
+    /// The exit status this failure ends the command with.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            _ if self.is_broken_pipe() => SUCCESS,
+            CliError::Usage(_) | CliError::Filter(_) => USAGE,
+            CliError::Record(e) if e.is_usage() => USAGE,
+            CliError::Live(e) if e.is_usage() => USAGE,
+            CliError::Report(crate::report::ReportError::Usage(_)) => USAGE,
+            #[cfg(feature = "query")]
+            CliError::Query(e) if e.is_usage() => USAGE,
+            _ => FAILURE,
+        }
+    }
+
+    /// Whether the failure is a write to a pipe whose reader has gone: not an error for
+    /// a command line tool (`| head` stops reading on purpose).
+    pub fn is_broken_pipe(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return true;
+                }
+            }
+            cause = e.source();
+        }
+        false
+    }
+}
+
+/// Maps a failed write to standard output to a [`CliError`].
+fn stdout_error(source: std::io::Error) -> CliError {
+    CliError::Write {
+        path: PathBuf::from("stdout"),
+        source,
+    }
+}
+
+#[derive(Parser)]
+#[command(
+    name = "tach",
+    version,
+    about = "Fast, exact tools for CPython's TACH sampling profiles",
+    long_about = "Record, summarise, compare, export, query, verify and repair the binary \
+                  profiles of `python3.15 -m profiling.sampling run --binary` (TACH files).",
+    after_help = "Start with: tach top run.bin   (then tach <COMMAND> --help for examples)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show everything a file's header, footer and stats block say, plus what a full decode finds.
+    Info(info::InfoArgs),
+    /// Decode every sample with every check; exit 1 if any file is invalid.
+    Verify(verify::VerifyArgs),
+    /// Re-encode a file: change its compression, or normalise a byte-swapped file.
+    Rewrite(rewrite::RewriteArgs),
+    /// Convert files to other profile formats.
+    Export(export::ExportArgs),
+    /// Run SQL over profiles (tables: samples, frames, stacks, stack_counts, sample_frames).
+    #[cfg(feature = "query")]
+    Query(query::QueryArgs),
+    /// Record a Python program: start it, or attach to it with --pid.
+    ///
+    /// CPython 3.9-3.15 are recorded from outside: the program needs no tach package,
+    /// and tach needs permission to read its memory (as for ptrace); --opcodes from 3.11.
+    /// --in-process runs the program through `python -m tach run`, which needs the tach
+    /// package in that interpreter. The output replays in CPython 3.15.
+    Record(record::RecordArgs),
+    /// Print every thread's current Python stack in a running process.
+    ///
+    /// Innermost frame first, with file:line and each thread's status (GIL, on CPU,
+    /// exception). CPython 3.9-3.15.
+    Dump(dump::DumpArgs),
+    /// The summary table of CPython's `replay --pstats` (several files are summed), or
+    /// the same table live, of a running program.
+    ///
+    /// Self and total samples, share and time per function, line or file.
+    ///
+    /// Live view (--pid PID, or -- PROGRAM): a terminal view of a recording in progress,
+    /// refreshed every second. CPython 3.9-3.15 are recorded from outside exactly as
+    /// tach record --pid / tach record -- PROGRAM record them (the same options, defaults
+    /// and errors); -o also writes the file. When the program exits, the view says so and
+    /// keeps the last table until q. A program tach started gets SIGINT if it still runs
+    /// at q; tach then exits with its status and prints its last lines of output (kept
+    /// while the view was up: the screen is the view's).
+    Top(top::TopArgs),
+    /// Which functions' share of the samples changed between two sets of runs, beyond noise.
+    ///
+    /// Compares shares (not counts, so rates and durations may differ), with a
+    /// block-bootstrap noise estimate and Holm's correction (docs/diff.md).
+    Diff(diff::DiffArgs),
+    /// Turn the crash journal of a recording that died into a TACH file.
+    ///
+    /// A recording killed or crashed leaves OUT.tach.journal beside OUT.tach.
+    Recover(recover::RecoverArgs),
+}
+
+#[derive(Args)]
+struct FilterArgs {
+    /// Keep only this thread id (repeatable).
+    #[arg(long = "thread", value_name = "TID")]
+    threads: Vec<u64>,
+    /// Keep samples from this many seconds after the first sample.
+    #[arg(long, value_name = "SECONDS")]
+    start: Option<f64>,
+    /// Keep samples before this many seconds after the first sample.
+    #[arg(long, value_name = "SECONDS")]
+    end: Option<f64>,
+    /// Keep samples whose status has this flag: on-cpu, has-gil, gil-requested,
+    /// has-exception, main-thread, unknown, or no-FLAG (repeatable).
+    #[arg(long, value_name = "FLAG")]
+    status: Vec<String>,
+}
+
+impl FilterArgs {
+    fn build(&self) -> Result<SampleFilter, CliError> {
+        Ok(SampleFilter::from_options(
+            &self.threads,
+            self.start,
+            self.end,
+            &self.status,
+        )?)
+    }
+}
+
+fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
+    paths
+        .iter()
+        .map(|p| TachFile::open(p).map_err(CliError::from))
+        .collect()
+}
+
+/// An exit status: 0 success, 1 a bad or unreadable input, 2 a usage error (as clap's).
+pub type ExitCode = u8;
+const SUCCESS: ExitCode = 0;
+const FAILURE: ExitCode = 1;
+const USAGE: ExitCode = 2;
+
+/// Runs the command line `args` (the first is the program name) and returns the exit
+/// status. Never exits the process: the Python package calls this inside the interpreter.
+pub fn main<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let words: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    #[cfg(not(feature = "query"))]
+    if words.get(1).is_some_and(|a| a == "query") {
+        eprintln!(
+            "tach: this tach is built without SQL (the recorder alone, as the tach-record \
+             package installs it): `tach query` and `tach export --parquet` are in the full \
+             build (`pip install tach`, or cargo's default features)"
+        );
+        return USAGE;
+    }
+    let code = match Cli::try_parse_from(&words) {
+        Ok(cli) => match run(cli.command, &words) {
+            Ok(code) => code,
+            Err(e) if e.is_broken_pipe() => SUCCESS,
+            Err(e) => {
+                eprintln!("tach: {e}");
+                e.exit_code()
+            }
+        },
+        Err(e) => {
+            // --help and --version are "errors" that print to stdout and exit 0.
+            let _ = e.print();
+            e.exit_code().clamp(0, 255) as u8
+        }
+    };
+    // Rust's stdout is flushed at process exit only when Rust owns the process.
+    let _ = std::io::stdout().flush();
+    code
+}
+
+fn run(command: Command, words: &[OsString]) -> Result<ExitCode, CliError> {
+    match command {
+        Command::Info(args) => info::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Rewrite(args) => rewrite::run(args),
+        Command::Export(args) => export::run(args),
+        #[cfg(feature = "query")]
+        Command::Query(args) => query::run(args),
+        Command::Record(args) => record::run(args, words),
+        Command::Dump(args) => dump::run(args),
+        Command::Top(args) => top::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::Recover(args) => recover::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn broken_pipe_is_recognised_through_error_sources() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let e = CliError::Export(crate::export::write_error("stdout")(pipe));
+        assert!(e.is_broken_pipe());
+        assert_eq!(e.exit_code(), SUCCESS);
+        let other = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = CliError::Export(crate::export::write_error("stdout")(other));
+        assert!(!e.is_broken_pipe());
+        assert_eq!(e.exit_code(), FAILURE);
+        assert_eq!(CliError::Usage("x".into()).exit_code(), USAGE);
+    }
+}
