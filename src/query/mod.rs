@@ -291,26 +291,9 @@ impl QueryEngine {
         })
     }
 
-    /// Runs the query. Over Parquet inputs alone it runs on polars' streaming engine,
-    /// which reads the files in batches and keeps only what each operator needs (a
-    /// group's aggregates, a sort's rows): the in-memory engine holds every column it
-    /// reads whole, 1.7 GB of `funcname` for the top functions over a 29 M-sample
-    /// dataset. TACH inputs keep the in-memory engine: tach's own scans already read
-    /// them in batches and answer counts per stack (see [`pushdown`]).
+    /// Runs the query.
     pub fn run(&self, sql: &str) -> Result<DataFrame> {
-        let lf = self.lazy(sql)?;
-        let df = if self.streams() {
-            lf.collect_with_engine(Engine::Streaming)
-                .map(|r| r.unwrap_single())
-        } else {
-            lf.collect()
-        };
-        df.map_err(|e| sql_error(sql, e))
-    }
-
-    /// Whether [`QueryEngine::run`] uses the streaming engine: every input is Parquet.
-    fn streams(&self) -> bool {
-        self.inputs.iter().all(|i| matches!(i, Input::Parquet(_)))
+        self.lazy(sql)?.collect().map_err(|e| sql_error(sql, e))
     }
 
     /// polars' optimized plan for the query.
