@@ -38,7 +38,13 @@ for pass in first again; do
   awk -v p="$pass" -v s="$secs" -v kb="$kb" -v n="$count" -v k="$samples" 'BEGIN {
     printf "%s: %.2f s, %.0f files/s, %.2f M samples/s, peak %.0f MB\n", p, s, n / s, k / s / 1e6, kb / 1024 }'
 done
-echo "dataset: $(du -sh "$fleet/ds" | cut -f1)"
+# Bytes a sample: the TACH files, the whole dataset, and its samples table alone.
+bytes() { du -sb "$1" | cut -f1; }
+awk -v t="$(bytes "$fleet/tach")" -v d="$(bytes "$fleet/ds")" -v s="$(bytes "$fleet/ds/samples")" \
+  -v k="$samples" 'BEGIN {
+  printf "TACH %.1f MB (%.2f B/sample); dataset %.1f MB (%.2f B/sample; samples table %.2f)\n",
+    t / 1e6, t / k, d / 1e6, d / k, s / k }'
+
 
 top_self="select funcname, count(*) as n from samples group by funcname order by n desc, funcname limit 10"
 echo "== the same question: top self functions over the fleet"

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use polars::prelude::*;
+use rayon::prelude::*;
 
 use super::pushdown::WEIGHT_COLUMN;
 use super::samples_parquet::{stored_samples_schema, stored_stack_counts_schema, ORIGIN_COLUMN};
@@ -146,15 +147,20 @@ impl ParquetInput {
         }
         let counts_complete = files[3].len() == files[0].len();
         let mut input = ParquetInput {
-            files,
+            files: Default::default(),
             values: Default::default(),
             counts_complete,
         };
-        input.check_schemas()?;
-        for i in 0..WRITTEN.len() {
-            let files = std::mem::take(&mut input.files[i]);
-            for f in files {
-                let value = file_value(&f).map_err(|e| not_an_input(&f, &e.to_string()))?;
+        for (i, table_files) in files.into_iter().enumerate() {
+            let want = stored_schema(WRITTEN[i]);
+            // One read of each footer gives both the columns and the `file` value; a
+            // dataset of a thousand recordings has four thousand files, so the footers
+            // are read on every core.
+            let values = table_files
+                .par_iter()
+                .map(|f| footer(f, WRITTEN[i], want.as_ref()))
+                .collect::<Result<Vec<_>>>()?;
+            for (f, value) in table_files.into_iter().zip(values) {
                 // A file without rows adds nothing to its table, and with no `file`
                 // value it could not be skipped: it is left out of the scan.
                 if let Some(v) = value {
@@ -170,41 +176,6 @@ impl ParquetInput {
     /// pushdown's several-files rule.
     pub fn profiles(&self) -> usize {
         self.files[0].len()
-    }
-
-    /// Every table's files must have the table's columns with its types.
-    fn check_schemas(&self) -> Result<()> {
-        for (i, t) in WRITTEN.iter().enumerate() {
-            let Some(want) = stored_schema(t) else {
-                continue;
-            };
-            for f in &self.files[i] {
-                let have = scan(std::slice::from_ref(f), None)
-                    .and_then(|mut lf| lf.collect_schema())
-                    .map_err(|e| not_an_input(f, &format!("not a readable Parquet file: {e}")))?;
-                for (name, dtype) in want.iter() {
-                    match have.get(name) {
-                        Some(d) if d == dtype => {}
-                        Some(d) => {
-                            return Err(not_an_input(
-                                f,
-                                &format!("column {name} of {t} is {d}, the schema says {dtype}"),
-                            ))
-                        }
-                        None => {
-                            return Err(not_an_input(
-                                f,
-                                &format!(
-                                    "no column {name} (the {t} table of schema version {})",
-                                    super::SCHEMA_VERSION
-                                ),
-                            ))
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The written table `name` (`samples`, `frames`, `stacks` or `stack_counts`) as
@@ -409,13 +380,65 @@ fn file_statistics(schema: &Schema, values: &[Option<String>]) -> PolarsResult<D
     DataFrame::new(n, cols)
 }
 
-/// The one `file` value of a partition's file (`None`: it has no rows). Files tach
-/// writes record it in their footer ([`FILE_VALUE_KEY`]), read without touching the
-/// rows; a file without it (an older export) gives it from its first row.
-fn file_value(f: &Path) -> PolarsResult<Option<String>> {
-    if let Some(footer) = footer_file_value(f) {
-        return Ok(footer);
+/// What a table's file says in its footer, read once: its columns, checked against
+/// `want` (the table's stored schema), and the one `file` value of its rows (`None`: it
+/// has no rows). Files tach writes record that value in their footer
+/// ([`FILE_VALUE_KEY`]), read without touching the rows; a file without it (an older
+/// export) gives it from its first row.
+fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<Option<String>> {
+    let unreadable = |e: PolarsError| not_an_input(f, &format!("not a readable Parquet file: {e}"));
+    let file = std::fs::File::open(f).map_err(|source| QueryError::Io {
+        path: f.to_path_buf(),
+        source,
+    })?;
+    let mut reader = ParquetReader::new(file);
+    let metadata = reader.get_metadata().map_err(unreadable)?.clone();
+    if let Some(want) = want {
+        let arrow = reader.schema().map_err(unreadable)?;
+        let have = Schema::from_arrow_schema(arrow.as_ref());
+        check_columns(f, table, want, &have)?;
     }
+    if metadata.num_rows == 0 {
+        return Ok(None);
+    }
+    let recorded = metadata
+        .key_value_metadata()
+        .as_ref()
+        .and_then(|kv| kv.iter().find(|e| e.key == FILE_VALUE_KEY))
+        .and_then(|e| e.value.clone());
+    match recorded {
+        Some(value) => Ok(Some(value)),
+        None => first_file_value(f).map_err(|e| not_an_input(f, &e.to_string())),
+    }
+}
+
+/// A table's file must have the table's columns with its types (more are allowed).
+fn check_columns(f: &Path, table: &str, want: &Schema, have: &Schema) -> Result<()> {
+    for (name, dtype) in want.iter() {
+        match have.get(name) {
+            Some(d) if d == dtype => {}
+            Some(d) => {
+                return Err(not_an_input(
+                    f,
+                    &format!("column {name} of {table} is {d}, the schema says {dtype}"),
+                ))
+            }
+            None => {
+                return Err(not_an_input(
+                    f,
+                    &format!(
+                        "no column {name} (the {table} table of schema version {})",
+                        super::SCHEMA_VERSION
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `file` value of a file's first row (`None`: no rows).
+fn first_file_value(f: &Path) -> PolarsResult<Option<String>> {
     let df = scan(std::slice::from_ref(&f.to_path_buf()), None)?
         .select([col("file")])
         .limit(1)
@@ -426,19 +449,6 @@ fn file_value(f: &Path) -> PolarsResult<Option<String>> {
         return Ok(None);
     }
     Ok(file.get(0).map(str::to_string))
-}
-
-/// From the footer: `Some(None)` for a file without rows, `Some(Some(value))` when the
-/// footer records the value, `None` when it cannot tell.
-fn footer_file_value(f: &Path) -> Option<Option<String>> {
-    let mut file = std::fs::File::open(f).ok()?;
-    let meta = polars_parquet::read::read_metadata(&mut file).ok()?;
-    if meta.num_rows == 0 {
-        return Some(None);
-    }
-    let kv = meta.key_value_metadata().as_ref()?;
-    let value = kv.iter().find(|e| e.key == FILE_VALUE_KEY)?.value.clone()?;
-    Some(Some(value))
 }
 
 #[cfg(test)]
@@ -466,9 +476,27 @@ mod tests {
         // The footer's value wins: the rows are not read (they say otherwise here).
         write(&with, "rows.bin", Some("footer.bin"));
         write(&without, "rows.bin", None);
-        assert_eq!(file_value(&with).unwrap().as_deref(), Some("footer.bin"));
+        let value = |f: &Path| footer(f, "samples", None).unwrap();
+        assert_eq!(value(&with).as_deref(), Some("footer.bin"));
         // An older export without the key: its first row.
-        assert_eq!(file_value(&without).unwrap().as_deref(), Some("rows.bin"));
+        assert_eq!(value(&without).as_deref(), Some("rows.bin"));
+        // The columns are checked from the same footer: a table without one of its
+        // columns, or with another type, is refused with the file's name.
+        let want = Schema::from_iter([Field::new("file".into(), DataType::String)]);
+        assert!(footer(&with, "samples", Some(&want)).is_ok());
+        let other = Schema::from_iter([Field::new("file".into(), DataType::Int64)]);
+        let e = footer(&with, "samples", Some(&other))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("with.parquet") && e.contains("column file of samples is str"),
+            "{e}"
+        );
+        let more = Schema::from_iter([Field::new("lineno".into(), DataType::Int64)]);
+        let e = footer(&with, "samples", Some(&more))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no column lineno (the samples table"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
