@@ -9,7 +9,7 @@
 //!   ([`super::target::detect_layout`]), with the few fields it lacks generated from
 //!   that version's headers.
 //! - 3.9 to 3.12: the layout generated from that version's headers
-//!   ([`super::static_layout`]), picked by the target's version: `Py_Version` from 3.11,
+//!   ([`super::layout::StaticLayout`]), picked by the target's version: `Py_Version` from 3.11,
 //!   the `PY_VERSION` string in the interpreter's file before.
 //! - Other versions and free-threaded builds get a clear error.
 //!
@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::elf::{ElfError, ElfFile};
+use super::layout::{FitError, StaticLayout};
 use super::memory::{MemoryReader, ProcessVmReader, ReadError};
 use super::resolve::Types;
 use super::sampler::Target;
-use super::static_layout::{FitError, StaticLayout};
 use super::target::{detect_layout, opcode_tables_from};
 
 /// What to do when the kernel refuses to let us read a process.

@@ -3,8 +3,9 @@
 //!
 //! - `memory`: fault-tolerant reads behind `memory::MemoryReader` (`process_vm_readv`).
 //! - `layout`: interpreter layouts behind `layout::InterpreterLayout`, one per
-//!   version family (3.9-3.12 from `static_layout`'s generated tables, 3.13+ from
-//!   `_Py_DebugOffsets` completed by generated extras).
+//!   version family (3.9-3.12 from tables generated from their headers, 3.13+ from
+//!   `_Py_DebugOffsets` completed by generated extras), all filling one `layout::Offsets`
+//!   grouped per CPython object.
 //! - `resolve`: code objects to names and locations, cached by address with a
 //!   fingerprint that notices reused addresses.
 //! - `linetable`: CPython's location table.
@@ -36,7 +37,6 @@ mod elf;
 pub(crate) mod external;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod layout;
-mod layouts_generated;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod linetable;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
@@ -50,7 +50,6 @@ mod ptrace_pause;
 pub(crate) mod resolve;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod sampler;
-mod static_layout;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 pub(crate) mod target;
 

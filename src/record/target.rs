@@ -4,7 +4,7 @@
 //!   linked interpreters alike).
 //! - 3.13 and later: its first bytes are `_Py_DebugOffsets`; the few fields they lack
 //!   come from the tables generated from each version's headers.
-//! - 3.9 to 3.12: the generated layout of the version (`static_layout.rs`).
+//! - 3.9 to 3.12: the generated layout of the version (`layout/static_layout.rs`).
 //! - Anything else: a clear error.
 //!
 //! Nothing here depends on the headers of the interpreter tach was built against, so one
@@ -12,11 +12,13 @@
 
 use std::ffi::CString;
 
-use super::layout::{DebugOffsetsLayout, InterpreterLayout, DEBUG_OFFSETS_READ};
+use super::layout::{
+    extras, generated_opcode_tables, DebugOffsetsLayout, InterpreterLayout, OpcodeTables,
+    StaticLayout, DEBUG_OFFSETS_READ,
+};
 use super::memory::{MemoryReader, ProcessVmReader};
-use super::resolve::{OpcodeTables, Types};
+use super::resolve::Types;
 use super::sampler::Target;
-use super::static_layout::{extras, generated_opcode_tables, StaticLayout};
 
 /// Looks a symbol up in the process (the executable and every loaded library).
 pub fn symbol(name: &str) -> Option<u64> {

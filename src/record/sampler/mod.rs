@@ -36,13 +36,13 @@ use crate::tach::{
 use super::asyncio::{AsyncMode, StackItem, Task, TaskReader};
 use super::clock::{monotonic_us, thread_cpu_sec};
 use super::layout::{
-    field_i32, field_u64, FrameOwner, InterpreterLayout, LineTableFormat, Offsets,
+    field_i32, field_u64, FrameOwner, InterpreterLayout, LineTableFormat, Offsets, OpcodeTables,
 };
 use super::linetable;
 use super::memory::{MemoryReader, ReadError};
 use super::pause::{Pauser, ThreadPause};
 use super::ptrace_pause::PtracePauser;
-use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
+use super::resolve::{CodeCache, Fingerprint, Types};
 
 /// Status byte bits, with CPython's meanings.
 pub use crate::tach::filter::status::{
@@ -325,8 +325,8 @@ impl Sampler {
             None => None,
         };
         let o = target.layout.offsets();
-        let tstate_buf = vec![0u8; o.tstate_size as usize];
-        let frame_buf = vec![0u8; o.frame_size as usize];
+        let tstate_buf = vec![0u8; o.thread.size as usize];
+        let frame_buf = vec![0u8; o.frame.size as usize];
         let stats = RecordStats {
             path: opts.path.clone(),
             ..RecordStats::default()

@@ -12,7 +12,7 @@ impl Sampler {
         let mut owner = [0u8; 1];
         self.target
             .mem
-            .read(frame.wrapping_add(o.frame_owner), &mut owner)
+            .read(frame.wrapping_add(o.frame.owner), &mut owner)
             .is_ok()
             && owner[0] == FRAME_OWNED_BY_GENERATOR
     }
@@ -41,14 +41,14 @@ impl Sampler {
             fields,
             ..
         } = *read;
-        let fsize = o.frame_size as usize;
+        let fsize = o.frame.size as usize;
         let mem = &*self.target.mem;
-        let Some(off) = o.cframe_current_frame else {
+        let Some(off) = o.thread.cframe_current_frame else {
             return self
                 .window
                 .snapshot(mem, &[slot], guess, fsize, fields.addrs(), None);
         };
-        let cframe_at = tstate.wrapping_add(o.tstate_frame);
+        let cframe_at = tstate.wrapping_add(o.thread.frame);
         let read_cframe = slot.wrapping_sub(off);
         let mut cframes = [0u64; MAX_SLOTS];
         let mut slots = [0u64; MAX_SLOTS];
@@ -120,7 +120,7 @@ impl Sampler {
             // 3.9, 3.10: frame objects live on the heap, each where it was allocated,
             // not in a data stack a page window could copy: the walk reads them one by
             // one, from the current frame read now.
-            Some(slot) if o.frame_object => {
+            Some(slot) if o.frame.is_object => {
                 self.window.clear();
                 self.target.mem.read_u64(slot)?
             }
@@ -163,7 +163,8 @@ impl Sampler {
         self.cut_found = None;
         let complete = self.walk(o, frame, read.gc_at, read.cut, may_retry)?;
         let base = o
-            .tstate_base_frame
+            .thread
+            .base_frame
             .and_then(|off| field_u64(&self.tstate_buf, off))
             .filter(|&b| b != 0);
         if let (Some(base), Some(last)) = (base, complete) {
@@ -213,7 +214,7 @@ impl Sampler {
         may_retry: bool,
     ) -> Result<Option<u64>, ReadError> {
         self.raw.clear();
-        let fsize = o.frame_size as usize;
+        let fsize = o.frame.size as usize;
         let mut steps = 0;
         let mut last = 0;
         // The pages the chain spans in the snapshot: the next snapshot reads as many.
@@ -281,18 +282,19 @@ impl Sampler {
                     }
                 }
             };
-            let prev = field_u64(img, o.frame_previous).unwrap_or(0);
-            let code = field_u64(img, o.frame_executable).unwrap_or(0) & !o.executable_tag_mask;
-            let (owner, instr) = if o.frame_object {
+            let prev = field_u64(img, o.frame.previous).unwrap_or(0);
+            let code =
+                field_u64(img, o.frame.executable).unwrap_or(0) & !o.frame.executable_tag_mask;
+            let (owner, instr) = if o.frame.is_object {
                 // A frame object has no owner; `f_lasti` is a 32-bit offset, -1 before
                 // the first instruction (kept negative, sign-extended).
-                let lasti = field_i32(img, o.frame_instr).unwrap_or(-1);
+                let lasti = field_i32(img, o.frame.instr).unwrap_or(-1);
                 (0, i64::from(lasti) as u64)
             } else {
                 let owner = *img
-                    .get(o.frame_owner as usize)
+                    .get(o.frame.owner as usize)
                     .ok_or(ReadError::Invalid("short frame"))?;
-                (owner, field_u64(img, o.frame_instr).unwrap_or(0))
+                (owner, field_u64(img, o.frame.instr).unwrap_or(0))
             };
             match self.target.layout.frame_owner(owner) {
                 FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
@@ -317,7 +319,7 @@ impl Sampler {
                         ));
                     }
                     if callee_python {
-                        if let Some(off) = o.frame_stacktop {
+                        if let Some(off) = o.frame.stacktop {
                             // 3.13: a frame the eval loop runs has stacktop -1, one that
                             // called a Python function has it set. A running frame with
                             // callees in the chain returned from them while the snapshot
@@ -338,7 +340,8 @@ impl Sampler {
                     }
                     // 3.11: the first frame of an eval loop was called from C.
                     let entry = o
-                        .frame_is_entry
+                        .frame
+                        .is_entry
                         .is_some_and(|off| img.get(off as usize).is_some_and(|&b| b != 0));
                     callee_python = !entry;
                 }
