@@ -28,8 +28,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::attach::{mapped_files, open_mapped};
+use super::attach::open_mapped;
 use super::layout::{field_u64, Offsets};
+use super::maps::mapped_files;
 use super::memory::{MemoryReader, ReadError};
 use super::resolve::{read_unicode, Types};
 

@@ -17,6 +17,7 @@
 //! - `target`: finding this process's interpreter and its layout.
 //! - `attach` (with `elf`): finding another process's interpreter, for `tach record
 //!   --pid` and `tach dump`.
+//! - `maps`: `/proc/PID/maps`, parsed once for `attach`, `asyncio` and `native`.
 //! - `asyncio`: the target's asyncio tasks, for async-aware stacks (`--async-aware`).
 //! - `native`: native stacks of another process's threads (`--native`), walked with
 //!   framehop and spliced with the Python frames.
@@ -39,6 +40,7 @@ pub(crate) mod external;
 mod layout;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod linetable;
+mod maps;
 #[cfg_attr(not(feature = "python-record"), allow(dead_code))]
 mod memory;
 mod native;
