@@ -1,7 +1,11 @@
 //! Resolution: the walked frames' code objects (read in one batch, checked against the
 //! code cache's fingerprints) to the writer's frame indices, with locations and opcodes.
 
-use super::*;
+use super::super::layout::{LineTableFormat, Offsets};
+use super::super::linetable;
+use super::super::memory::ReadError;
+use super::super::resolve::Fingerprint;
+use super::{is_mark, Sampler, FRAME_OWNED_BY_GENERATOR, GC_MARK, MAX_BYTECODE_UNITS, TASK_MARK};
 
 impl Sampler {
     /// Turns the raw frames into writer frame indices in `self.stack`.

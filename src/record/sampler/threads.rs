@@ -1,8 +1,17 @@
 //! One tick: every interpreter's thread list, the GIL and the garbage collector in a few
 //! batched reads, then each thread's status and stack.
 
+use crate::tach::filter::status::{
+    GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
+};
+use crate::tach::ProfilingMode;
+
+use super::super::asyncio::AsyncMode;
+use super::super::layout::{field_i32, field_u64, Offsets};
+use super::super::memory::ReadError;
 use super::async_stacks::AsyncPlan;
-use super::*;
+use super::window::ExceptionFields;
+use super::{Sampler, MAX_INTERPRETERS, MAX_THREADS, READ_ATTEMPTS};
 
 /// One thread at one tick, as the thread list gave it.
 #[derive(Debug, Clone, Copy)]
@@ -92,7 +101,7 @@ impl Sampler {
             (true, Some((lo, _))) => Some(gil_fields(&o, &buf[8..], lo)),
             _ => None,
         };
-        self.seen_tids.clear();
+        self.memo.begin_tick();
         // Async-aware, every thread is looked at: any of them may run a loop.
         let visit_all = self.opts.all_threads || self.tasks.is_some();
         let (ilo, ilen) = interp_span(&o);
@@ -145,7 +154,7 @@ impl Sampler {
             // earlier tick (it lives as long as the interpreter), checking that it still
             // is what it was, rather than reading every thread state to find it again.
             if !visit_all {
-                if let Some((i, ts)) = self.main_tstate {
+                if let Some((i, ts)) = self.memo.main_tstate() {
                     let still = i == interp
                         && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
                         && field_u64(&self.tstate_buf, o.thread.interp) == Some(interp)
@@ -165,7 +174,7 @@ impl Sampler {
                                     gil: (gil_locked, gil_holder),
                                 },
                             )
-                            .map_err(|e| self.note_drop(e))
+                            .map_err(|e| self.diagnostics.dropped(e))
                             .is_err()
                         {
                             self.stats.dropped += 1;
@@ -175,7 +184,7 @@ impl Sampler {
                         continue;
                     }
                     if i == interp {
-                        self.main_tstate = None;
+                        self.memo.set_main_tstate(None);
                     }
                 }
             }
@@ -209,14 +218,14 @@ impl Sampler {
                     match self.sample_thread(&o, thread) {
                         Ok(()) => {}
                         Err(e) => {
-                            self.note_drop(e);
+                            self.diagnostics.dropped(e);
                             self.stats.dropped += 1;
                             ok = false;
                         }
                     }
                     if !visit_all {
-                        if self.main_tstate.is_none() {
-                            self.main_tstate = Some((interp, tstate));
+                        if self.memo.main_tstate().is_none() {
+                            self.memo.set_main_tstate(Some((interp, tstate)));
                         }
                         break;
                     }
@@ -236,13 +245,7 @@ impl Sampler {
         }
         self.paused_on_cpu = None;
         // Forget /proc handles of threads that are gone.
-        let seen = &self.seen_tids;
-        if self.proc_stat.len() > seen.len() {
-            self.proc_stat.retain(|tid, _| seen.contains(tid));
-        }
-        if self.last_frame.len() > seen.len() {
-            self.last_frame.retain(|tid, _| seen.contains(tid));
-        }
+        self.memo.forget_unseen();
         Ok(ok)
     }
 
@@ -352,17 +355,7 @@ impl Sampler {
                 return Some(state);
             }
         }
-        if !self.proc_stat.contains_key(&tid) {
-            let f = File::open(format!("/proc/{}/task/{tid}/stat", self.target.pid)).ok()?;
-            self.proc_stat.insert(tid, f);
-        }
-        let f = self.proc_stat.get(&tid)?;
-        let mut buf = [0u8; 512];
-        let n = f.read_at(&mut buf, 0).ok()?;
-        let text = &buf[..n];
-        let close = text.iter().rposition(|&b| b == b')')?;
-        let state = *text.get(close + 2)?;
-        Some(state == b'R')
+        self.memo.on_cpu(self.target.pid, tid)
     }
 
     /// Where the thread's exception state lives, to be read with its stack.
@@ -437,7 +430,7 @@ impl Sampler {
             gil: (gil_locked, gil_holder),
             ..
         } = thread;
-        self.seen_tids.insert(tid);
+        self.memo.saw(tid);
         let mut status = 0u8;
         let has_gil = match o.thread.holds_gil {
             Some(off) => field_i32(&self.tstate_buf, off).unwrap_or(0) != 0,
@@ -515,9 +508,9 @@ impl Sampler {
         let gc_on_top = collecting && o.interp.gc_frame.is_none() && has_gil;
         let layout = &self.target.layout;
         let slot = layout.current_frame_slot(tstate, &self.tstate_buf)?;
-        let mut guess = match (slot, self.last_frame.get(&tid)) {
+        let mut guess = match (slot, self.memo.last_frame(tid)) {
             (None, _) => 0,
-            (Some(_), Some(&at)) => at,
+            (Some(_), Some(at)) => at,
             (Some(_), None) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
         };
         // The thread runs on while we read it: a read that does not validate (the
@@ -550,16 +543,13 @@ impl Sampler {
                 Ok(()) => break,
                 Err(e) if attempt < READ_ATTEMPTS => {
                     attempt += 1;
-                    self.retries += 1;
-                    if self.debug {
-                        self.note_retry(e);
-                    }
+                    self.diagnostics.retried(e);
                 }
                 Err(e) => return Err(e),
             }
         }
         if slot.is_some() {
-            self.last_frame.insert(tid, guess);
+            self.memo.set_last_frame(tid, guess);
         }
         self.native_splice(tid, stopped)?;
         let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {

@@ -2,8 +2,13 @@
 //! frame by frame (owner, code object, the page window's bounds), with the rules for
 //! frames that are leaving, generators and the `<GC>` frame.
 
+use crate::tach::MAX_STACK_DEPTH;
+
+use super::super::layout::{field_i32, field_u64, FrameOwner, Offsets};
+use super::super::memory::ReadError;
 use super::threads::StackRead;
-use super::*;
+use super::window::{Snapshot, MAX_SLOTS, PAGE, WINDOW_MAX_PAGES};
+use super::{RawFrame, Sampler, FRAME_OWNED_BY_GENERATOR, GC_MARK, MAX_WALK};
 
 impl Sampler {
     /// Whether the frame at `frame` (outside the pages read) belongs to a generator or
@@ -55,7 +60,7 @@ impl Sampler {
         cframes[0] = read_cframe;
         slots[0] = slot;
         let mut n = 1;
-        for &seen in self.cframes.get(&tid).into_iter().flatten() {
+        for &seen in self.memo.cframes(tid) {
             if n < MAX_SLOTS && seen != 0 && !cframes[..n].contains(&seen) {
                 cframes[n] = seen;
                 slots[n] = seen.wrapping_add(off);
@@ -88,17 +93,7 @@ impl Sampler {
         }
         // Most recent first: the C frame the thread state named, and the one current
         // in the snapshot.
-        let seen = self.cframes.entry(tid).or_insert([0; MAX_SLOTS]);
-        for c in [read_cframe, current] {
-            if c != 0 && seen[0] != c {
-                if let Some(k) = seen.iter().position(|&s| s == c) {
-                    seen[..=k].rotate_right(1);
-                } else {
-                    seen.rotate_right(1);
-                    seen[0] = c;
-                }
-            }
-        }
+        self.memo.saw_cframes(tid, [read_cframe, current]);
         snap
     }
 
