@@ -376,18 +376,13 @@ mod tests {
             object: PyObjectOffsets {
                 ob_type: 8,
                 ob_size: 16,
-                ..PyObjectOffsets::default()
             },
-            bytes: BytesOffsets {
-                ob_sval: 32,
-                ..BytesOffsets::default()
-            },
+            bytes: BytesOffsets { ob_sval: 32 },
             unicode: UnicodeOffsets {
                 state: 32,
                 length: 16,
                 ascii_size: 40,
                 compact_size: 56,
-                ..UnicodeOffsets::default()
             },
             ..Offsets::default()
         }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,21 +38,19 @@ use crate::tach::{
 
 use super::asyncio::{AsyncMode, StackItem, Task, TaskReader};
 use super::clock::{monotonic_us, thread_cpu_sec};
-use super::layout::{field_u64, InterpreterLayout, LineTableFormat, Offsets, OpcodeTables};
+use super::layout::{InterpreterLayout, Offsets, OpcodeTables};
 use super::memory::{MemoryReader, ReadError};
 use super::pause::{Pauser, ThreadPause};
 use super::ptrace_pause::PtracePauser;
 use super::resolve::{CodeCache, Types};
 
 /// Status byte bits, with CPython's meanings.
-pub use crate::tach::filter::status::{
-    GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
-};
+pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
 
 use diagnostics::Diagnostics;
 pub use session::Session;
 use thread_memo::ThreadMemo;
-use window::{Snapshot, Window, PAGE, WINDOW_MIN_PAGES};
+use window::{Window, WINDOW_MIN_PAGES};
 
 /// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
 const MAX_WALK: usize = 4096;

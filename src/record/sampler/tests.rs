@@ -4,9 +4,12 @@ use super::super::layout::offsets::{
     BytesOffsets, CodeOffsets, FrameOffsets, GilOffsets, InterpreterOffsets, PyObjectOffsets,
     RuntimeOffsets, ThreadOffsets, UnicodeOffsets,
 };
-use super::super::layout::FrameOwner;
+use super::super::layout::{field_u64, FrameOwner, LineTableFormat};
 use super::super::memory::FakeMemory;
+use super::window::{Snapshot, PAGE};
 use super::*;
+use crate::tach::filter::status::UNKNOWN;
+use std::sync::atomic::Ordering;
 
 struct TestLayout(Offsets);
 
@@ -51,7 +54,6 @@ fn offsets() -> Offsets {
             locked: Some(32),
             holder: Some(40),
             in_runtime: true,
-            ..GilOffsets::default()
         },
         thread: ThreadOffsets {
             size: 96,
@@ -85,20 +87,14 @@ fn offsets() -> Offsets {
         object: PyObjectOffsets {
             ob_type: 8,
             ob_size: 16,
-            ..PyObjectOffsets::default()
         },
-        bytes: BytesOffsets {
-            ob_sval: 32,
-            ..BytesOffsets::default()
-        },
+        bytes: BytesOffsets { ob_sval: 32 },
         unicode: UnicodeOffsets {
             state: 32,
             length: 16,
             ascii_size: 40,
             compact_size: 56,
-            ..UnicodeOffsets::default()
         },
-        ..Offsets::default()
     }
 }
 

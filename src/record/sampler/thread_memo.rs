@@ -3,6 +3,7 @@
 //! state is the main thread's) and its open `/proc` status file. Threads not seen in a
 //! tick are forgotten at its end.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -88,11 +89,10 @@ impl ThreadMemo {
     /// Is thread `tid` of process `pid` running on a CPU right now (`R` in its
     /// `/proc/PID/task/TID/stat`, as CPython checks)? `None` when it cannot tell.
     pub fn on_cpu(&mut self, pid: u64, tid: u64) -> Option<bool> {
-        if !self.proc_stat.contains_key(&tid) {
-            let f = File::open(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-            self.proc_stat.insert(tid, f);
-        }
-        let f = self.proc_stat.get(&tid)?;
+        let f = match self.proc_stat.entry(tid) {
+            Entry::Occupied(f) => f.into_mut(),
+            Entry::Vacant(v) => v.insert(File::open(format!("/proc/{pid}/task/{tid}/stat")).ok()?),
+        };
         let mut buf = [0u8; 512];
         let n = f.read_at(&mut buf, 0).ok()?;
         let text = &buf[..n];
