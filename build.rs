@@ -1,6 +1,6 @@
 //! Build script: links the `tach` binary at a fixed address (see below). Nothing here
 //! depends on a Python installation: the recorder's interpreter layouts are data in the
-//! repository (`src/record/layouts_generated.rs`, made by `scripts/gen-layouts`).
+//! repository (`src/record/layout/generated.rs`, made by `scripts/gen-layouts`).
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

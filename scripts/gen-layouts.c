@@ -1,9 +1,11 @@
 /* Prints the Rust table of one CPython version's interpreter layout (scripts/gen-layouts
  * compiles it once per version against that version's own internal headers, with
- * -DPy_BUILD_CORE, and writes src/record/layouts_generated.rs).
+ * -DPy_BUILD_CORE, and writes src/record/layout/generated.rs).
  *
  * - CPython 3.9-3.12 publish no _Py_DebugOffsets: every offset the recorder reads is
- *   measured here with offsetof()/sizeof() (a `GeneratedLayout`).
+ *   measured here with offsetof()/sizeof(), printed as the very `Offsets` the sampler
+ *   uses (grouped per CPython object, src/record/layout/offsets.rs), in a
+ *   `GeneratedLayout` with the version's opcode tables.
  * - CPython 3.13+ publish _Py_DebugOffsets, which lack a few things the recorder needs:
  *   the exception state before 3.15, 3.13's frame `stacktop`, the return opcodes and the
  *   de-specialisation table (not every interpreter exports `_PyOpcode_Deopt`). Those are
@@ -48,12 +50,13 @@ static void some(const char *name, unsigned long v) { printf("        %s: Some(%
 static void none(const char *name) { printf("        %s: None,\n", name); }
 static void num(const char *name, unsigned long v) { printf("        %s: %lu,\n", name, v); }
 
-static void table(const char *name, const uint8_t *t) {
-    printf("        %s: Some([", name);
+/* A 256-byte opcode table, as `name: [...]` or, `optional`, `name: Some([...])`. */
+static void table(const char *name, const uint8_t *t, int optional) {
+    printf("        %s: %s[", name, optional ? "Some(" : "");
     for (int i = 0; i < 256; i++) {
         printf("%s%u", i ? ", " : "", t[i]);
     }
-    printf("]),\n");
+    printf("]%s,\n", optional ? ")" : "");
 }
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -68,7 +71,7 @@ int main(void) {
     num("tstate_exc_info", OFF(PyThreadState, exc_info));
     num("err_stackitem_exc_value", OFF(_PyErr_StackItem, exc_value));
 #  if PY_VERSION_HEX < 0x030E0000
-    /* 3.13: -1 while the eval loop runs the frame (see layout.rs, `frame_stacktop`). */
+    /* 3.13: -1 while the eval loop runs the frame (see layout/offsets.rs, `FrameOffsets::stacktop`). */
     some("frame_stacktop", OFF(_PyInterpreterFrame, stacktop));
 #  else
     none("frame_stacktop");
@@ -83,131 +86,174 @@ int main(void) {
 #  else
     none("op_return_const");
 #  endif
-    table("deopt", tach_py_deopt);
+    table("deopt", tach_py_deopt, 1);
     printf("    },\n");
     return 0;
 }
 #else
+static void open_group(const char *field, const char *type) { printf("        %s: %s {\n", field, type); }
+static void close_group(void) { printf("        },\n"); }
+static void flag(const char *name, int v) { printf("        %s: %s,\n", name, v ? "true" : "false"); }
+
 int main(void) {
     printf("    GeneratedLayout {\n");
     printf("        version: (%d, %d),\n", PY_MAJOR_VERSION, PY_MINOR_VERSION);
     printf("        headers: \"%s\",\n", PY_VERSION);
-    /* _PyRuntimeState, PyInterpreterState */
-    num("runtime_interpreters_head", OFF(_PyRuntimeState, interpreters.head));
-    num("runtime_main_thread", OFF(_PyRuntimeState, main_thread));
-    num("interp_next", OFF(PyInterpreterState, next));
+    printf("        offsets: Offsets {\n");
+    open_group("runtime", "RuntimeOffsets");
+    num("interpreters_head", OFF(_PyRuntimeState, interpreters.head));
+    some("main_thread", OFF(_PyRuntimeState, main_thread));
+    close_group();
+    open_group("interp", "InterpreterOffsets");
+    num("next", OFF(PyInterpreterState, next));
 #if PY_VERSION_HEX >= 0x030B0000
-    num("interp_threads_head", OFF(PyInterpreterState, threads.head));
+    num("threads_head", OFF(PyInterpreterState, threads.head));
 #else
-    num("interp_threads_head", OFF(PyInterpreterState, tstate_head));
+    num("threads_head", OFF(PyInterpreterState, tstate_head));
 #endif
-    num("interp_id", OFF(PyInterpreterState, id));
-    num("interp_gc_collecting", OFF(PyInterpreterState, gc.collecting));
+    num("id", OFF(PyInterpreterState, id));
+    some("gc_collecting", OFF(PyInterpreterState, gc.collecting));
+    none("gc_frame");
+    close_group();
     /* The GIL: in the runtime up to 3.11, the interpreter's own from 3.12 (the main
      * interpreter always has its own). */
+    open_group("gil", "GilOffsets");
 #if PY_VERSION_HEX >= 0x030C0000
-    num("gil_locked", OFF(PyInterpreterState, _gil.locked));
-    num("gil_last_holder", OFF(PyInterpreterState, _gil.last_holder));
-    printf("        gil_in_runtime: false,\n");
+    some("locked", OFF(PyInterpreterState, _gil.locked));
+    some("holder", OFF(PyInterpreterState, _gil.last_holder));
+    flag("in_runtime", 0);
 #else
-    num("gil_locked", OFF(_PyRuntimeState, ceval.gil.locked));
-    num("gil_last_holder", OFF(_PyRuntimeState, ceval.gil.last_holder));
-    printf("        gil_in_runtime: true,\n");
+    some("locked", OFF(_PyRuntimeState, ceval.gil.locked));
+    some("holder", OFF(_PyRuntimeState, ceval.gil.last_holder));
+    flag("in_runtime", 1);
 #endif
-    /* PyThreadState */
-    num("tstate_size", SIZE(PyThreadState));
-    num("tstate_next", OFF(PyThreadState, next));
-    num("tstate_interp", OFF(PyThreadState, interp));
-    num("tstate_thread_id", OFF(PyThreadState, thread_id));
+    close_group();
+    open_group("thread", "ThreadOffsets");
+    num("size", SIZE(PyThreadState));
+    num("next", OFF(PyThreadState, next));
+    num("interp", OFF(PyThreadState, interp));
 #if PY_VERSION_HEX >= 0x030B0000
-    num("tstate_frame", OFF(PyThreadState, cframe));
+    num("frame", OFF(PyThreadState, cframe));
     some("cframe_current_frame", OFF(_PyCFrame, current_frame));
-    some("tstate_native_thread_id", OFF(PyThreadState, native_thread_id));
 #else
-    num("tstate_frame", OFF(PyThreadState, frame));
+    num("frame", OFF(PyThreadState, frame));
     none("cframe_current_frame");
-    none("tstate_native_thread_id");
 #endif
+    none("base_frame");
+    num("thread_id", OFF(PyThreadState, thread_id));
+#if PY_VERSION_HEX >= 0x030B0000
+    num("native_thread_id", OFF(PyThreadState, native_thread_id));
+#else
+    /* None in the thread state: read through `pthread_tid`, found when attaching. */
+    num("native_thread_id", OFF(PyThreadState, thread_id));
+#endif
+    none("holds_gil");
+    none("gil_requested");
 #if PY_VERSION_HEX >= 0x030C0000
-    num("tstate_current_exception", OFF(PyThreadState, current_exception));
+    some("current_exception", OFF(PyThreadState, current_exception));
 #else
-    num("tstate_current_exception", OFF(PyThreadState, curexc_type));
+    some("current_exception", OFF(PyThreadState, curexc_type));
 #endif
-    num("tstate_exc_info", OFF(PyThreadState, exc_info));
-    num("err_stackitem_exc_value", OFF(_PyErr_StackItem, exc_value));
+    some("exc_info", OFF(PyThreadState, exc_info));
+    flag("exc_info_is_pointer", 1);
+    num("stackitem_exc_value", OFF(_PyErr_StackItem, exc_value));
+    none("pthread_tid");
+    close_group();
     /* Frames: _PyInterpreterFrame from 3.11, the PyFrameObject before. */
+    open_group("frame", "FrameOffsets");
 #if PY_VERSION_HEX >= 0x030B0000
-    printf("        frame_object: false,\n");
-    num("frame_size", SIZE(_PyInterpreterFrame));
-    num("frame_previous", OFF(_PyInterpreterFrame, previous));
-    num("frame_code", OFF(_PyInterpreterFrame, f_code));
-    num("frame_instr", OFF(_PyInterpreterFrame, prev_instr));
-    some("frame_owner", OFF(_PyInterpreterFrame, owner));
-    some("frame_stacktop", OFF(_PyInterpreterFrame, stacktop));
+    num("size", SIZE(_PyInterpreterFrame));
+    num("previous", OFF(_PyInterpreterFrame, previous));
+    num("executable", OFF(_PyInterpreterFrame, f_code));
+    num("instr", OFF(_PyInterpreterFrame, prev_instr));
+    some("stacktop", OFF(_PyInterpreterFrame, stacktop));
 #  if PY_VERSION_HEX < 0x030C0000
-    some("frame_is_entry", OFF(_PyInterpreterFrame, is_entry));
+    some("is_entry", OFF(_PyInterpreterFrame, is_entry));
 #  else
-    none("frame_is_entry");
+    none("is_entry");
 #  endif
+    /* The return instructions: a frame on one has unlinked its callees. */
+#  ifdef RETURN_CONST
+    printf("        return_opcodes: Some([%d, %d]),\n", RETURN_VALUE, RETURN_CONST);
+#  else
+    printf("        return_opcodes: Some([%d, 0xFFFF]),\n", RETURN_VALUE);
+#  endif
+    num("owner", OFF(_PyInterpreterFrame, owner));
+    num("executable_tag_mask", 0);
+    flag("instr_is_prev", 1);
+    flag("is_object", 0);
 #else
-    printf("        frame_object: true,\n");
-    num("frame_size", SIZE(PyFrameObject));
-    num("frame_previous", OFF(PyFrameObject, f_back));
-    num("frame_code", OFF(PyFrameObject, f_code));
-    num("frame_instr", OFF(PyFrameObject, f_lasti));
-    none("frame_owner");
-    none("frame_stacktop");
-    none("frame_is_entry");
+    num("size", SIZE(PyFrameObject));
+    num("previous", OFF(PyFrameObject, f_back));
+    num("executable", OFF(PyFrameObject, f_code));
+    num("instr", OFF(PyFrameObject, f_lasti));
+    none("stacktop");
+    none("is_entry");
+    none("return_opcodes");
+    num("owner", 0);
+    num("executable_tag_mask", 0);
+    flag("instr_is_prev", 0);
+    flag("is_object", 1);
 #endif
-    /* PyCodeObject */
-    num("code_size", SIZE(PyCodeObject));
-    num("code_filename", OFF(PyCodeObject, co_filename));
-    num("code_firstlineno", OFF(PyCodeObject, co_firstlineno));
+    close_group();
+    open_group("code", "CodeOffsets");
 #if PY_VERSION_HEX >= 0x030B0000
-    num("code_name", OFF(PyCodeObject, co_qualname));
-    num("code_linetable", OFF(PyCodeObject, co_linetable));
-    some("code_firsttraceable", OFF(PyCodeObject, _co_firsttraceable));
-    some("code_adaptive", OFF(PyCodeObject, co_code_adaptive));
-    none("code_code");
-    printf("        line_table: LineTableFormat::Locations,\n");
+    /* Everything the sampler reads lies before the bytecode. */
+    num("header_size", OFF(PyCodeObject, co_code_adaptive));
+#else
+    num("header_size", SIZE(PyCodeObject));
+#endif
+    num("filename", OFF(PyCodeObject, co_filename));
+#if PY_VERSION_HEX >= 0x030B0000
+    num("qualname", OFF(PyCodeObject, co_qualname));
 #else
     /* No co_qualname before 3.11: the name is what CPython's tracebacks showed then. */
-    num("code_name", OFF(PyCodeObject, co_name));
-    none("code_firsttraceable");
-    none("code_adaptive");
-    some("code_code", OFF(PyCodeObject, co_code));
+    num("qualname", OFF(PyCodeObject, co_name));
+#endif
+#if PY_VERSION_HEX >= 0x030A0000
+    num("linetable", OFF(PyCodeObject, co_linetable));
+#else
+    num("linetable", OFF(PyCodeObject, co_lnotab));
+#endif
+    num("firstlineno", OFF(PyCodeObject, co_firstlineno));
+#if PY_VERSION_HEX >= 0x030B0000
+    some("firsttraceable", OFF(PyCodeObject, _co_firsttraceable));
+    num("adaptive", OFF(PyCodeObject, co_code_adaptive));
+    none("code");
+    printf("        line_table: LineTableFormat::Locations,\n");
+#else
+    none("firsttraceable");
+    num("adaptive", 0);
+    some("code", OFF(PyCodeObject, co_code));
 #  if PY_VERSION_HEX >= 0x030A0000
-    num("code_linetable", OFF(PyCodeObject, co_linetable));
     printf("        line_table: LineTableFormat::Linetable310,\n");
 #  else
-    num("code_linetable", OFF(PyCodeObject, co_lnotab));
     printf("        line_table: LineTableFormat::Lnotab,\n");
 #  endif
 #endif
-    /* Objects */
+    close_group();
+    open_group("object", "PyObjectOffsets");
     num("ob_type", OFF(PyObject, ob_type));
-    num("var_ob_size", OFF(PyVarObject, ob_size));
-    num("bytes_sval", OFF(PyBytesObject, ob_sval));
-    num("unicode_state", OFF(PyASCIIObject, state));
-    num("unicode_length", OFF(PyASCIIObject, length));
-    num("unicode_ascii_size", SIZE(PyASCIIObject));
-    num("unicode_compact_size", SIZE(PyCompactUnicodeObject));
-    /* Opcodes: the return instructions (a frame on one has unlinked its callees) and,
-     * from 3.11, the de-specialisation and inline cache tables. */
+    num("ob_size", OFF(PyVarObject, ob_size));
+    close_group();
+    open_group("bytes", "BytesOffsets");
+    num("ob_sval", OFF(PyBytesObject, ob_sval));
+    close_group();
+    open_group("unicode", "UnicodeOffsets");
+    num("state", OFF(PyASCIIObject, state));
+    num("length", OFF(PyASCIIObject, length));
+    num("ascii_size", SIZE(PyASCIIObject));
+    num("compact_size", SIZE(PyCompactUnicodeObject));
+    close_group();
+    printf("        },\n");
+    /* From 3.11, the de-specialisation and inline cache tables. */
 #if PY_VERSION_HEX >= 0x030B0000
-    some("op_return_value", RETURN_VALUE);
-#  ifdef RETURN_CONST
-    some("op_return_const", RETURN_CONST);
-#  else
-    none("op_return_const");
-#  endif
-    table("deopt", _PyOpcode_Deopt);
-    table("caches", _PyOpcode_Caches);
+    printf("        opcodes: Some(OpcodeTables {\n");
+    table("deopt", _PyOpcode_Deopt, 0);
+    table("caches", _PyOpcode_Caches, 1);
+    printf("        }),\n");
 #else
-    none("op_return_value");
-    none("op_return_const");
-    none("deopt");
-    none("caches");
+    none("opcodes");
 #endif
     printf("    },\n");
     return 0;

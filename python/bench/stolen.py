@@ -145,14 +145,15 @@ def main():
     if args.native:
         if args.tach:
             profilers += [
-                ("tach record --pid (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]),
-                ("tach record --pid --native", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--native", "-o", out + ".tach"]),
+                ("tach record --pid (blocking)", lambda p, tach=args.tach: [tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]),
+                ("tach record --pid --native", lambda p, tach=args.tach: [tach, "record", "--pid", str(p), "-r", r, "-d", d, "--native", "-o", out + ".tach"]),
             ]
         if args.pyspy:
             profilers += [
-                ("py-spy record (default)", lambda p: [args.pyspy, "record", "-p", str(p), "-r", r, "-d", d, "-f", "raw", "-o", out + ".pyspy"]),
-                ("py-spy record --native", lambda p: [args.pyspy, "record", "-p", str(p), "-r", r, "-d", d, "--native", "-f", "raw", "-o", out + ".pyspy"]),
+                ("py-spy record (default)", lambda p, pyspy=args.pyspy: [pyspy, "record", "-p", str(p), "-r", r, "-d", d, "-f", "raw", "-o", out + ".pyspy"]),
+                ("py-spy record --native", lambda p, pyspy=args.pyspy: [pyspy, "record", "-p", str(p), "-r", r, "-d", d, "--native", "-f", "raw", "-o", out + ".pyspy"]),
             ]
+        # (The rows above hold their binaries: the plain rows below are not run.)
         args.tach = args.pyspy = None
     if args.tach:
         profilers += [

@@ -28,8 +28,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::attach::{mapped_files, open_mapped};
+use super::attach::open_mapped;
 use super::layout::{field_u64, Offsets};
+use super::maps::mapped_files;
 use super::memory::{MemoryReader, ReadError};
 use super::resolve::{read_unicode, Types};
 
@@ -216,7 +217,7 @@ impl ObjectOffsets {
             awaited_below_sp: if minor >= 15 { 16 } else { 8 },
         };
         // The fields both parsers read must agree, or the indices are not this version's.
-        if w(at.frame_owner)? != o.frame_owner || objs.ob_type != o.ob_type {
+        if w(at.frame_owner)? != o.frame.owner || objs.ob_type != o.object.ob_type {
             return Err(bad(
                 "the structure is not the one of this version (fields disagree)",
             ));
@@ -234,7 +235,7 @@ impl ObjectOffsets {
         ]
         .into_iter()
         .all(small)
-            && objs.frame_stackpointer + 8 <= o.frame_size;
+            && objs.frame_stackpointer + 8 <= o.frame.size;
         if !sane {
             return Err(bad("asyncio's object fields look inconsistent"));
         }
@@ -340,10 +341,10 @@ impl TaskReader {
         Ok(TaskReader {
             pid,
             objs,
-            tag_mask: o.executable_tag_mask,
-            frame_size: o.frame_size,
-            frame_executable: o.frame_executable,
-            frame_instr: o.frame_instr,
+            tag_mask: o.frame.executable_tag_mask,
+            frame_size: o.frame.size,
+            frame_executable: o.frame.executable,
+            frame_instr: o.frame.instr,
             asyncio: None,
             next_look_us: 0,
             examined: HashSet::new(),

@@ -9,21 +9,21 @@
 //!   ([`super::target::detect_layout`]), with the few fields it lacks generated from
 //!   that version's headers.
 //! - 3.9 to 3.12: the layout generated from that version's headers
-//!   ([`super::static_layout`]), picked by the target's version: `Py_Version` from 3.11,
+//!   ([`super::layout::StaticLayout`]), picked by the target's version: `Py_Version` from 3.11,
 //!   the `PY_VERSION` string in the interpreter's file before.
 //! - Other versions and free-threaded builds get a clear error.
 //!
 //! Reading another process needs the permission `ptrace` needs; a refusal names the
 //! ways to get it.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::elf::{ElfError, ElfFile};
+use super::layout::{FitError, StaticLayout};
+use super::maps::{mapped_files, MappedFile};
 use super::memory::{MemoryReader, ProcessVmReader, ReadError};
 use super::resolve::Types;
 use super::sampler::Target;
-use super::static_layout::{FitError, StaticLayout};
 use super::target::{detect_layout, opcode_tables_from};
 
 /// What to do when the kernel refuses to let us read a process.
@@ -70,58 +70,6 @@ impl AttachError {
     pub fn is_gone(&self) -> bool {
         matches!(self, AttachError::NoProcess { .. })
     }
-}
-
-/// One file the process mapped, and the lowest address it is mapped at.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct MappedFile {
-    pub(super) path: String,
-    /// Start and end of the mapping at file offset 0.
-    pub(super) lowest: u64,
-    end: u64,
-}
-
-/// The files of `/proc/PID/maps` that are mapped from their first page, by path.
-pub(super) fn mapped_files(maps: &str) -> Vec<MappedFile> {
-    let mut by_path: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for line in maps.lines() {
-        // start-end perms offset dev inode path
-        let mut fields = line.splitn(6, ' ');
-        let (Some(range), Some(_), Some(offset), Some(_), Some(_), Some(path)) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        ) else {
-            continue;
-        };
-        let path = path.trim_start();
-        if !path.starts_with('/') || u64::from_str_radix(offset, 16) != Ok(0) {
-            continue;
-        }
-        let Some((start, end)) = range.split_once('-').and_then(|(a, b)| {
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        }) else {
-            continue;
-        };
-        let lowest = by_path.entry(path).or_insert((start, end));
-        if start < lowest.0 {
-            *lowest = (start, end);
-        }
-    }
-    by_path
-        .into_iter()
-        .map(|(path, (lowest, end))| MappedFile {
-            path: path.to_string(),
-            lowest,
-            end,
-        })
-        .collect()
 }
 
 /// Is this file name one an interpreter's runtime may live in?
@@ -375,33 +323,6 @@ fn legacy_target(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn maps_give_each_files_lowest_mapping_from_offset_zero() {
-        let maps = "\
-00400000-00420000 r--p 00000000 08:01 123 /usr/bin/python3.15
-00420000-00900000 r-xp 00020000 08:01 123 /usr/bin/python3.15
-7f0000000000-7f0000001000 r--p 00000000 08:01 9 /lib/with space/libpython3.12.so.1.0
-7f0000002000-7f0000003000 rw-p 00000000 00:00 0 
-7ffd00000000-7ffd00001000 rw-p 00000000 00:00 0                          [stack]
-";
-        let files = mapped_files(maps);
-        assert_eq!(
-            files,
-            vec![
-                MappedFile {
-                    path: "/lib/with space/libpython3.12.so.1.0".into(),
-                    lowest: 0x7f00_0000_0000,
-                    end: 0x7f00_0000_1000,
-                },
-                MappedFile {
-                    path: "/usr/bin/python3.15".into(),
-                    lowest: 0x40_0000,
-                    end: 0x42_0000,
-                },
-            ]
-        );
-    }
 
     #[test]
     fn versions_from_file_names() {

@@ -253,7 +253,7 @@ pub(crate) fn start(
         }
     };
     if opts.mode == ProfilingMode::Exception
-        && attached.layout.offsets().tstate_current_exception.is_none()
+        && attached.layout.offsets().thread.current_exception.is_none()
     {
         let (a, b, _) = attached.layout.version();
         return Err(AttachError::Layout {

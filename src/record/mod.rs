@@ -9,8 +9,9 @@
 //!
 //! - `memory`: fault-tolerant reads behind `memory::MemoryReader` (`process_vm_readv`).
 //! - `layout`: interpreter layouts behind `layout::InterpreterLayout`, one per
-//!   version family (3.9-3.12 from `static_layout`'s generated tables, 3.13+ from
-//!   `_Py_DebugOffsets` completed by generated extras).
+//!   version family (3.9-3.12 from tables generated from their headers, 3.13+ from
+//!   `_Py_DebugOffsets` completed by generated extras), all filling one `layout::Offsets`
+//!   grouped per CPython object.
 //! - `resolve`: code objects to names and locations, cached by address with a
 //!   fingerprint that notices reused addresses.
 //! - `linetable`: CPython's location table.
@@ -22,6 +23,7 @@
 //! - `target`: finding this process's interpreter and its layout.
 //! - `attach` (with `elf`): finding another process's interpreter, for `tach record
 //!   --pid` and `tach dump`.
+//! - `maps`: `/proc/PID/maps`, parsed once for `attach`, `asyncio` and `native`.
 //! - `asyncio`: the target's asyncio tasks, for async-aware stacks (`--async-aware`).
 //! - `native`: native stacks of another process's threads (`--native`), walked with
 //!   framehop and spliced with the Python frames.
@@ -37,8 +39,8 @@ pub(crate) mod clock;
 mod elf;
 pub(crate) mod external;
 mod layout;
-mod layouts_generated;
 mod linetable;
+mod maps;
 mod memory;
 mod native;
 pub mod options;
@@ -46,7 +48,6 @@ mod pause;
 mod ptrace_pause;
 pub(crate) mod resolve;
 mod sampler;
-mod static_layout;
 pub(crate) mod target;
 
 pub use attach::{attach, AttachError};

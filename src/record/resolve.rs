@@ -45,7 +45,7 @@ impl Hasher for FastHasher {
 /// A HashMap with [`FastHasher`].
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
-use super::layout::{field_i32, field_u64, Offsets};
+use super::layout::{field_i32, field_u64, Offsets, OpcodeTables};
 use super::memory::{MemoryReader, ReadError};
 
 /// Addresses of the interpreter's type objects, to check what a pointer points to.
@@ -69,15 +69,16 @@ pub struct Fingerprint {
 impl Fingerprint {
     /// Reads the fingerprint from a copy of the code object's header, checking its type.
     pub fn from_header(o: &Offsets, types: &Types, header: &[u8]) -> Result<Self, ReadError> {
-        let ty = field_u64(header, o.ob_type).ok_or(ReadError::Invalid("short code header"))?;
+        let ty =
+            field_u64(header, o.object.ob_type).ok_or(ReadError::Invalid("short code header"))?;
         if ty != types.code {
             return Err(ReadError::Invalid("frame executable is not a code object"));
         }
         let fp = Fingerprint {
-            filename: field_u64(header, o.code_filename).unwrap_or(0),
-            qualname: field_u64(header, o.code_qualname).unwrap_or(0),
-            linetable: field_u64(header, o.code_linetable).unwrap_or(0),
-            firstlineno: field_i32(header, o.code_firstlineno).unwrap_or(0),
+            filename: field_u64(header, o.code.filename).unwrap_or(0),
+            qualname: field_u64(header, o.code.qualname).unwrap_or(0),
+            linetable: field_u64(header, o.code.linetable).unwrap_or(0),
+            firstlineno: field_i32(header, o.code.firstlineno).unwrap_or(0),
         };
         if fp.filename == 0 || fp.qualname == 0 || fp.linetable == 0 {
             return Err(ReadError::Invalid("code object with null fields"));
@@ -119,13 +120,13 @@ pub fn read_unicode(
     types: &Types,
     addr: u64,
 ) -> Result<String, ReadError> {
-    let mut head = vec![0u8; (o.unicode_compact_size + 8) as usize];
+    let mut head = vec![0u8; (o.unicode.compact_size + 8) as usize];
     mem.read(addr, &mut head)?;
-    if field_u64(&head, o.ob_type) != Some(types.unicode) {
+    if field_u64(&head, o.object.ob_type) != Some(types.unicode) {
         return Err(ReadError::Invalid("not a str object"));
     }
-    let len = field_u64(&head, o.unicode_length).unwrap_or(u64::MAX);
-    let state = field_i32(&head, o.unicode_state).unwrap_or(0) as u32;
+    let len = field_u64(&head, o.unicode.length).unwrap_or(u64::MAX);
+    let state = field_i32(&head, o.unicode.state).unwrap_or(0) as u32;
     // interned:2, kind:3, compact:1, ascii:1 (the same bits in 3.11 to 3.15).
     let kind = ((state >> 2) & 7) as u64;
     let compact = (state >> 5) & 1 != 0;
@@ -134,11 +135,11 @@ pub fn read_unicode(
         return Err(ReadError::Invalid("str with a bad kind or length"));
     }
     let data = if compact && ascii {
-        addr.wrapping_add(o.unicode_ascii_size)
+        addr.wrapping_add(o.unicode.ascii_size)
     } else if compact {
-        addr.wrapping_add(o.unicode_compact_size)
+        addr.wrapping_add(o.unicode.compact_size)
     } else {
-        field_u64(&head, o.unicode_compact_size).ok_or(ReadError::Null)?
+        field_u64(&head, o.unicode.compact_size).ok_or(ReadError::Null)?
     };
     let mut raw = vec![0u8; (len * kind) as usize];
     mem.read(data, &mut raw)?;
@@ -194,26 +195,18 @@ pub fn read_bytes(
     types: &Types,
     addr: u64,
 ) -> Result<Vec<u8>, ReadError> {
-    let mut head = vec![0u8; o.bytes_sval as usize];
+    let mut head = vec![0u8; o.bytes.ob_sval as usize];
     mem.read(addr, &mut head)?;
-    if field_u64(&head, o.ob_type) != Some(types.bytes) {
+    if field_u64(&head, o.object.ob_type) != Some(types.bytes) {
         return Err(ReadError::Invalid("not a bytes object"));
     }
-    let len = field_u64(&head, o.var_ob_size).unwrap_or(u64::MAX);
+    let len = field_u64(&head, o.object.ob_size).unwrap_or(u64::MAX);
     if len > MAX_TABLE_BYTES {
         return Err(ReadError::Invalid("bytes object too large"));
     }
     let mut out = vec![0u8; len as usize];
-    mem.read(addr.wrapping_add(o.bytes_sval), &mut out)?;
+    mem.read(addr.wrapping_add(o.bytes.ob_sval), &mut out)?;
     Ok(out)
-}
-
-/// How to map opcodes: the de-specialisation table and, for 3.11, inline cache sizes.
-#[derive(Debug, Clone)]
-pub struct OpcodeTables {
-    pub deopt: [u8; 256],
-    /// `Some` when an instruction pointer may point into an instruction's caches (3.11).
-    pub caches: Option<[u8; 256]>,
 }
 
 /// The instruction starts and base opcodes of a bytecode copy.
@@ -313,31 +306,32 @@ fn resolve(
         ));
     }
     let linetable = read_bytes(mem, o, types, fp.linetable)?;
-    let code_units = match o.code_code {
+    let code_units = match o.code.code {
         // 3.9, 3.10: the bytecode is a bytes object of its own.
         Some(off) => {
             let code = field_u64(header, off).unwrap_or(0);
-            let mut head = vec![0u8; o.bytes_sval as usize];
+            let mut head = vec![0u8; o.bytes.ob_sval as usize];
             mem.read(code, &mut head)?;
-            if field_u64(&head, o.ob_type) != Some(types.bytes) {
+            if field_u64(&head, o.object.ob_type) != Some(types.bytes) {
                 return Err(ReadError::Invalid("co_code is not a bytes object"));
             }
-            field_u64(&head, o.var_ob_size).unwrap_or(0) / 2
+            field_u64(&head, o.object.ob_size).unwrap_or(0) / 2
         }
-        None => field_u64(header, o.var_ob_size).unwrap_or(0),
+        None => field_u64(header, o.object.ob_size).unwrap_or(0),
     };
     if code_units == 0 || code_units > MAX_TABLE_BYTES / 2 {
         return Err(ReadError::Invalid("code object with a bad size"));
     }
     let first_traceable = o
-        .code_firsttraceable
+        .code
+        .firsttraceable
         .and_then(|off| field_i32(header, off))
         .map(|v| v.max(0) as u64);
     let instr_starts = match opcodes {
         Some(t) => match &t.caches {
             Some(caches) => {
                 let mut code = vec![0u8; (code_units * 2) as usize];
-                mem.read(addr.wrapping_add(o.code_adaptive), &mut code)?;
+                mem.read(addr.wrapping_add(o.code.adaptive), &mut code)?;
                 Some(scan_instructions(&code, t, caches))
             }
             None => None,
@@ -362,24 +356,34 @@ fn resolve(
 
 #[cfg(test)]
 mod tests {
+    use super::super::layout::offsets::{
+        BytesOffsets, CodeOffsets, PyObjectOffsets, UnicodeOffsets,
+    };
     use super::super::memory::FakeMemory;
     use super::*;
 
     fn offsets() -> Offsets {
         Offsets {
-            ob_type: 8,
-            var_ob_size: 16,
-            bytes_sval: 32,
-            unicode_state: 32,
-            unicode_length: 16,
-            unicode_ascii_size: 40,
-            unicode_compact_size: 56,
-            code_filename: 24,
-            code_qualname: 32,
-            code_linetable: 40,
-            code_firstlineno: 48,
-            code_adaptive: 64,
-            code_header_size: 64,
+            code: CodeOffsets {
+                filename: 24,
+                qualname: 32,
+                linetable: 40,
+                firstlineno: 48,
+                adaptive: 64,
+                header_size: 64,
+                ..CodeOffsets::default()
+            },
+            object: PyObjectOffsets {
+                ob_type: 8,
+                ob_size: 16,
+            },
+            bytes: BytesOffsets { ob_sval: 32 },
+            unicode: UnicodeOffsets {
+                state: 32,
+                length: 16,
+                ascii_size: 40,
+                compact_size: 56,
+            },
             ..Offsets::default()
         }
     }
@@ -396,9 +400,9 @@ mod tests {
         let chars: Vec<char> = s.chars().collect();
         let ascii = kind == 1 && s.is_ascii();
         let data_at = if ascii {
-            o.unicode_ascii_size
+            o.unicode.ascii_size
         } else {
-            o.unicode_compact_size
+            o.unicode.compact_size
         };
         let mut v = vec![0u8; data_at as usize];
         v[8..16].copy_from_slice(&TYPES.unicode.to_ne_bytes());

@@ -4,7 +4,7 @@
 //!   linked interpreters alike).
 //! - 3.13 and later: its first bytes are `_Py_DebugOffsets`; the few fields they lack
 //!   come from the tables generated from each version's headers.
-//! - 3.9 to 3.12: the generated layout of the version (`static_layout.rs`).
+//! - 3.9 to 3.12: the generated layout of the version (`layout/static_layout.rs`).
 //! - Anything else: a clear error.
 //!
 //! Nothing here depends on the headers of the interpreter tach was built against, so one
@@ -15,18 +15,19 @@
 #[cfg(feature = "python-record")]
 use std::ffi::CString;
 
-use super::layout::{DebugOffsetsLayout, InterpreterLayout, DEBUG_OFFSETS_READ};
+use super::layout::{
+    extras, generated_opcode_tables, DebugOffsetsLayout, InterpreterLayout, OpcodeTables,
+    DEBUG_OFFSETS_READ,
+};
+#[cfg(any(test, feature = "python-record"))]
+use super::layout::StaticLayout;
 use super::memory::MemoryReader;
 #[cfg(feature = "python-record")]
 use super::memory::ProcessVmReader;
-use super::resolve::OpcodeTables;
 #[cfg(feature = "python-record")]
 use super::resolve::Types;
 #[cfg(feature = "python-record")]
 use super::sampler::Target;
-#[cfg(any(test, feature = "python-record"))]
-use super::static_layout::StaticLayout;
-use super::static_layout::{extras, generated_opcode_tables};
 
 /// Looks a symbol up in the process (the executable and every loaded library).
 #[cfg(feature = "python-record")]

@@ -14,70 +14,13 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
+pub(super) use super::super::maps::{parse_maps, Mapping};
 use super::NativeError;
 
-/// Mappings of files followed per process (a process maps a few hundred).
-const MAX_MAPPINGS: usize = 1 << 16;
 /// Files loaded per process.
 pub(super) const MAX_FILES: usize = 4096;
 /// Function symbols kept per file (libxul-sized files have a few hundred thousand).
 const MAX_SYMBOLS: usize = 4 << 20;
-
-/// One line of `/proc/PID/maps` that maps a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Mapping {
-    pub range: Range<u64>,
-    pub executable: bool,
-    pub offset: u64,
-    pub dev: String,
-    pub inode: u64,
-    pub path: String,
-}
-
-/// Parses `/proc/PID/maps`: the mappings of files (anonymous memory, the stack, the
-/// vdso and lines that do not parse are left out).
-pub(super) fn parse_maps(text: &str) -> Vec<Mapping> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        if out.len() >= MAX_MAPPINGS {
-            break;
-        }
-        let mut fields = line.splitn(6, ' ');
-        let (Some(range), Some(perms), Some(offset), Some(dev), Some(inode)) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        ) else {
-            continue;
-        };
-        let path = fields.next().unwrap_or("").trim_start();
-        let Some((lo, hi)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(lo), Ok(hi), Ok(offset), Ok(inode)) = (
-            u64::from_str_radix(lo, 16),
-            u64::from_str_radix(hi, 16),
-            u64::from_str_radix(offset, 16),
-            inode.parse::<u64>(),
-        ) else {
-            continue;
-        };
-        if inode == 0 || !path.starts_with('/') || lo >= hi {
-            continue;
-        }
-        out.push(Mapping {
-            range: lo..hi,
-            executable: perms.as_bytes().get(2) == Some(&b'x'),
-            offset,
-            dev: dev.to_string(),
-            inode,
-            path: path.to_string(),
-        });
-    }
-    out
-}
 
 /// A section of a memory-mapped file: the unwinder's view of its bytes, without a copy.
 #[derive(Clone)]
@@ -270,25 +213,6 @@ impl FileCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn maps_keep_file_mappings_only() {
-        let text = "\
-55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234 /usr/bin/python3.12
-55d0c0a01000-55d0c0a02000 r-xp 00001000 08:01 1234 /usr/bin/python3.12
-7f0000000000-7f0000021000 rw-p 00000000 00:00 0 
-7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
-7f1000000000-7f1000001000 r-xp 00002000 08:01 99 /tmp/lib name with spaces.so (deleted)
-garbage line
-ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
-";
-        let maps = parse_maps(text);
-        assert_eq!(maps.len(), 3);
-        assert!(!maps[0].executable && maps[1].executable);
-        assert_eq!(maps[1].offset, 0x1000);
-        assert_eq!(maps[1].range, 0x55d0c0a01000..0x55d0c0a02000);
-        assert_eq!(maps[2].path, "/tmp/lib name with spaces.so (deleted)");
-    }
 
     #[test]
     fn own_executable_loads_with_symbols_and_bias() {

@@ -153,7 +153,7 @@ impl Sampler {
         );
         let mut addrs = Vec::new();
         if let Err(e) = reader.list_tasks(mem, head, &mut addrs) {
-            count_reason(&mut self.drop_reasons, e);
+            self.diagnostics.dropped(e);
             self.stats.dropped += 1;
         }
         for addr in addrs {
@@ -166,7 +166,7 @@ impl Sampler {
                     self.task_threads.insert(addr, (tid, status));
                 }
                 Err(e) => {
-                    count_reason(&mut self.drop_reasons, e);
+                    self.diagnostics.dropped(e);
                     self.stats.dropped += 1;
                 }
             }
@@ -201,7 +201,7 @@ impl Sampler {
             self.raw.clear();
             self.append_async_items();
             if let Err(e) = self.resolve_stack(o) {
-                self.note_drop(e);
+                self.diagnostics.dropped(e);
                 self.stats.dropped += 1;
                 continue;
             }

@@ -7,24 +7,27 @@
 //!
 //! By concern: `window` (the page window and the snapshot), `threads` (one tick over
 //! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
-//! to frame indices) and `session` (the sampling loop and its thread).
+//! to frame indices) and `session` (the sampling loop and its thread). Parts of the
+//! state with methods of their own: `thread_memo` (what is remembered of each thread
+//! between ticks) and `diagnostics` (why samples were dropped or read again).
 
 mod async_stacks;
+mod diagnostics;
 mod native;
 mod resolution;
 mod session;
 #[cfg(test)]
 mod tests;
+mod thread_memo;
 mod threads;
 mod unwind;
 mod window;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,24 +38,19 @@ use crate::tach::{
 
 use super::asyncio::{AsyncMode, StackItem, Task, TaskReader};
 use super::clock::{monotonic_us, thread_cpu_sec};
-use super::layout::{
-    field_i32, field_u64, FrameOwner, InterpreterLayout, LineTableFormat, Offsets,
-};
-use super::linetable;
+use super::layout::{InterpreterLayout, Offsets, OpcodeTables};
 use super::memory::{MemoryReader, ReadError};
 use super::pause::{Pauser, ThreadPause};
 use super::ptrace_pause::PtracePauser;
-use super::resolve::{CodeCache, Fingerprint, OpcodeTables, Types};
+use super::resolve::{CodeCache, Types};
 
 /// Status byte bits, with CPython's meanings.
-pub use crate::tach::filter::status::{
-    GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
-};
+pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
 
+use diagnostics::Diagnostics;
 pub use session::Session;
-use window::{
-    ExceptionFields, Snapshot, Window, MAX_SLOTS, PAGE, WINDOW_MAX_PAGES, WINDOW_MIN_PAGES,
-};
+use thread_memo::ThreadMemo;
+use window::{Window, WINDOW_MIN_PAGES};
 
 /// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
 const MAX_WALK: usize = 4096;
@@ -230,14 +228,8 @@ pub struct Sampler {
     ranges: Vec<(u64, usize)>,
     header_buf: Vec<u8>,
     stack: Vec<u32>,
-    proc_stat: HashMap<u64, File>,
-    /// Per thread id: where its innermost frame was at the last sample, the guess that
-    /// picks the pages of the next snapshot (3.11 would need a read to find it).
-    last_frame: HashMap<u64, u64>,
-    /// Per thread id (3.11): the C frames of the eval loops it was last seen in, most
-    /// recent first.
-    cframes: HashMap<u64, [u64; MAX_SLOTS]>,
-    seen_tids: HashSet<u64>,
+    /// What is remembered of each thread between ticks.
+    memo: ThreadMemo,
     stats: RecordStats,
     /// The first error writing the file; sampling stops when set.
     write_error: Option<String>,
@@ -247,21 +239,14 @@ pub struct Sampler {
     /// Where each of `codes` was read in `header_buf`: (start, length).
     code_at: Vec<(usize, usize)>,
     small_buf: Vec<u8>,
-    /// (interpreter, thread state) of the main thread, once found.
-    main_tstate: Option<(u64, u64)>,
     /// The current interpreter's garbage collector: (collecting, triggering frame).
     gc_state: (bool, u64),
     /// Writer index of the `<GC>` frame, once interned.
     gc_frame_id: Option<u32>,
-    /// Why samples were dropped, by reason (a handful of distinct ones).
-    drop_reasons: Vec<(ReadError, u64)>,
+    /// Why samples were dropped and reads taken again (`TACH_RECORD_DEBUG`).
+    diagnostics: Diagnostics,
     /// Pages of data stack the last walk spanned: what the next snapshot reads.
     stack_pages: u64,
-    /// Stack reads taken again because the first did not validate, and (with
-    /// `TACH_RECORD_DEBUG`) why.
-    retries: u64,
-    retry_reasons: Vec<(ReadError, u64)>,
-    debug: bool,
     /// Samples written so far, for [`Session::samples_written`].
     progress: Arc<AtomicU64>,
     /// Pauses the GIL holder during a tick (`RecordOptions::blocking`): with a signal
@@ -325,8 +310,8 @@ impl Sampler {
             None => None,
         };
         let o = target.layout.offsets();
-        let tstate_buf = vec![0u8; o.tstate_size as usize];
-        let frame_buf = vec![0u8; o.frame_size as usize];
+        let tstate_buf = vec![0u8; o.thread.size as usize];
+        let frame_buf = vec![0u8; o.frame.size as usize];
         let stats = RecordStats {
             path: opts.path.clone(),
             ..RecordStats::default()
@@ -351,10 +336,7 @@ impl Sampler {
             ranges: Vec::with_capacity(2 * MAX_STACK_DEPTH),
             header_buf: Vec::new(),
             stack: Vec::with_capacity(MAX_STACK_DEPTH),
-            proc_stat: HashMap::new(),
-            last_frame: HashMap::new(),
-            cframes: HashMap::new(),
-            seen_tids: HashSet::new(),
+            memo: ThreadMemo::default(),
             stats,
             write_error: None,
             window: Window::default(),
@@ -362,14 +344,10 @@ impl Sampler {
             code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
             code_at: Vec::with_capacity(64),
             small_buf: Vec::with_capacity(256),
-            main_tstate: None,
             gc_state: (false, 0),
             gc_frame_id: None,
-            drop_reasons: Vec::new(),
+            diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
             stack_pages: WINDOW_MIN_PAGES,
-            retries: 0,
-            retry_reasons: Vec::new(),
-            debug: std::env::var_os("TACH_RECORD_DEBUG").is_some(),
             progress: Arc::new(AtomicU64::new(0)),
             pauser: match native {
                 // Every sampled thread is stopped in turn, given the time to stop.
@@ -415,27 +393,19 @@ impl Sampler {
         ok
     }
 
-    fn note_drop(&mut self, e: ReadError) {
-        count_reason(&mut self.drop_reasons, e);
-    }
-
-    fn note_retry(&mut self, e: ReadError) {
-        count_reason(&mut self.retry_reasons, e);
-    }
-
     /// Finishes the file: stats block, tables, footer, header.
     pub fn finish(mut self, end_us: u64) -> RecordStats {
         // TACH_RECORD_DEBUG=1: why samples were dropped, for diagnosing a recorder.
-        if self.debug {
-            eprintln!("tach: {} stack reads taken again", self.retries);
+        if self.diagnostics.debug() {
+            let mut lines = self.diagnostics.report().into_iter();
+            if let Some(retries) = lines.next() {
+                eprintln!("tach: {retries}");
+            }
             if let Some(p) = &self.pauser {
                 eprintln!("tach: {} pauses, {} timed out", p.paused(), p.timeouts());
             }
-            for (reason, n) in &self.retry_reasons {
-                eprintln!("tach: read again {n} times: {reason}");
-            }
-            for (reason, n) in &self.drop_reasons {
-                eprintln!("tach: dropped {n} samples: {reason}");
+            for line in lines {
+                eprintln!("tach: {line}");
             }
             if let Some(n) = &self.native {
                 eprintln!("tach: native: {:?}", n.stats());
@@ -516,12 +486,5 @@ fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
         Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
     } else {
         Some(Box::new(PtracePauser::new(pid as i32)))
-    }
-}
-
-fn count_reason(reasons: &mut Vec<(ReadError, u64)>, e: ReadError) {
-    match reasons.iter_mut().find(|(r, _)| *r == e) {
-        Some((_, n)) => *n += 1,
-        None => reasons.push((e, 1)),
     }
 }

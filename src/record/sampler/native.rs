@@ -160,7 +160,7 @@ impl Sampler {
             }
             Err(m) => {
                 n.unwinder.stats.mismatches += 1;
-                if self.debug {
+                if self.diagnostics.debug() {
                     eprintln!(
                         "tach: thread {tid}: {} eval loops, {} Python runs",
                         m.eval_loops, m.python_runs

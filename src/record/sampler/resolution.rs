@@ -1,7 +1,11 @@
 //! Resolution: the walked frames' code objects (read in one batch, checked against the
 //! code cache's fingerprints) to the writer's frame indices, with locations and opcodes.
 
-use super::*;
+use super::super::layout::{LineTableFormat, Offsets};
+use super::super::linetable;
+use super::super::memory::ReadError;
+use super::super::resolve::Fingerprint;
+use super::{is_mark, Sampler, FRAME_OWNED_BY_GENERATOR, GC_MARK, MAX_BYTECODE_UNITS, TASK_MARK};
 
 impl Sampler {
     /// Turns the raw frames into writer frame indices in `self.stack`.
@@ -20,7 +24,7 @@ impl Sampler {
                 continue;
             }
             let caller = self.raw[i + 1..].iter().find(|c| c.code != GC_MARK);
-            if o.frame_object || !caller.is_some_and(|c| c.called_python) {
+            if o.frame.is_object || !caller.is_some_and(|c| c.called_python) {
                 run += 1;
             }
         }
@@ -28,7 +32,7 @@ impl Sampler {
         if self.raw.is_empty() {
             return Ok(());
         }
-        let hsize = o.code_header_size as usize;
+        let hsize = o.code.header_size as usize;
         // Opcodes at the instruction pointer, when the version has no caches to skip.
         let read_units = self.opts.opcodes
             && self
@@ -61,7 +65,7 @@ impl Sampler {
         self.code_at.clear();
         let mut at = 0;
         for &c in &self.codes {
-            let units = match o.return_opcodes {
+            let units = match o.frame.return_opcodes {
                 Some(_) => self.cache.units_of(c).unwrap_or(0).min(MAX_BYTECODE_UNITS),
                 None => 0,
             };
@@ -168,19 +172,19 @@ impl Sampler {
                 // Always, where there are any: 3.11's instruction starts (below).
                 self.target.opcodes.as_ref(),
             )?;
-            let index = if o.frame_object {
+            let index = if o.frame.is_object {
                 // `f_lasti`: in bytes in 3.9, in code units from 3.10; -1 before the
                 // frame's first instruction (its first line, below).
                 let lasti = f.instr as i64;
-                match o.line_table {
+                match o.code.line_table {
                     LineTableFormat::Lnotab if lasti >= 0 => lasti / 2,
                     _ => lasti.max(-1),
                 }
             } else {
-                let start = f.code.wrapping_add(o.code_adaptive);
+                let start = f.code.wrapping_add(o.code.adaptive);
                 (f.instr.wrapping_sub(start) as i64).div_euclid(2)
             };
-            if o.instr_is_prev {
+            if o.frame.instr_is_prev {
                 // 3.11: a frame not yet past RESUME is incomplete (the interpreter hides
                 // it from tracebacks too); generator frames are always complete.
                 let first = entry.first_traceable.unwrap_or(0) as i64;
@@ -188,7 +192,7 @@ impl Sampler {
                     continue;
                 }
             }
-            let not_started = o.frame_object && index == -1;
+            let not_started = o.frame.is_object && index == -1;
             if !not_started && (index < 0 || index as u64 >= entry.code_units) {
                 return Err(ReadError::Invalid("instruction pointer outside its code"));
             }
@@ -204,7 +208,7 @@ impl Sampler {
                 .as_ref()
                 .and_then(|s| s.get(index as usize))
                 .is_none_or(|&(start, _)| i64::from(start) == index);
-            let on_return = match o.return_opcodes {
+            let on_return = match o.frame.return_opcodes {
                 Some(ops) if at_instruction && unit_byte < code_len => {
                     ops.contains(&u16::from(self.header_buf[code_start + unit_byte]))
                 }
@@ -234,7 +238,7 @@ impl Sampler {
                 Some(&id) => id,
                 None => {
                     let first = entry.fingerprint.firstlineno;
-                    let loc = match o.line_table {
+                    let loc = match o.code.line_table {
                         LineTableFormat::Locations => {
                             linetable::locate(&entry.linetable, first, index)
                         }

@@ -1,6 +1,14 @@
 //! The sampling loop on its own thread, and the [`Session`] that starts and stops it.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::tach::TachError;
+
+use super::super::clock::monotonic_us;
+use super::{RecordOptions, RecordStats, Sampler, Target, JOURNAL_SYNC_US, MAX_BACKLOG_TICKS};
 
 impl Sampler {
     /// Runs the sampling loop until `stop` is set or the duration has passed, then

@@ -1,8 +1,15 @@
 //! The sampler against fake interpreters in fake memory.
 
-use super::super::layout::FrameOwner;
+use super::super::layout::offsets::{
+    BytesOffsets, CodeOffsets, FrameOffsets, GilOffsets, InterpreterOffsets, PyObjectOffsets,
+    RuntimeOffsets, ThreadOffsets, UnicodeOffsets,
+};
+use super::super::layout::{field_u64, FrameOwner, LineTableFormat};
 use super::super::memory::FakeMemory;
+use super::window::{Snapshot, PAGE};
 use super::*;
+use crate::tach::filter::status::UNKNOWN;
+use std::sync::atomic::Ordering;
 
 struct TestLayout(Offsets);
 
@@ -17,10 +24,10 @@ impl InterpreterLayout for TestLayout {
         &self.0
     }
     fn current_frame(&self, _: &dyn MemoryReader, ts: &[u8]) -> Result<u64, ReadError> {
-        field_u64(ts, self.0.tstate_frame).ok_or(ReadError::Null)
+        field_u64(ts, self.0.thread.frame).ok_or(ReadError::Null)
     }
     fn current_frame_slot(&self, ts: u64, _: &[u8]) -> Result<Option<u64>, ReadError> {
-        Ok(Some(ts + self.0.tstate_frame))
+        Ok(Some(ts + self.0.thread.frame))
     }
     fn frame_owner(&self, owner: u8) -> FrameOwner {
         match owner {
@@ -33,41 +40,61 @@ impl InterpreterLayout for TestLayout {
 
 fn offsets() -> Offsets {
     Offsets {
-        runtime_interpreters_head: 8,
-        interp_next: 0,
-        interp_threads_head: 16,
-        interp_id: 24,
-        gil_locked: Some(32),
-        gil_holder: Some(40),
-        gil_in_runtime: true,
-        tstate_size: 96,
-        tstate_next: 8,
-        tstate_interp: 16,
-        tstate_frame: 24,
-        tstate_native_thread_id: 32,
-        tstate_current_exception: Some(40),
-        tstate_exc_info: Some(48),
-        exc_info_is_pointer: true,
-        frame_size: 64,
-        frame_previous: 0,
-        frame_executable: 8,
-        frame_instr: 16,
-        frame_owner: 24,
-        executable_tag_mask: 3,
-        code_header_size: 64,
-        code_filename: 24,
-        code_qualname: 32,
-        code_linetable: 40,
-        code_firstlineno: 48,
-        code_adaptive: 64,
-        ob_type: 8,
-        var_ob_size: 16,
-        bytes_sval: 32,
-        unicode_state: 32,
-        unicode_length: 16,
-        unicode_ascii_size: 40,
-        unicode_compact_size: 56,
-        ..Offsets::default()
+        runtime: RuntimeOffsets {
+            interpreters_head: 8,
+            ..RuntimeOffsets::default()
+        },
+        interp: InterpreterOffsets {
+            next: 0,
+            threads_head: 16,
+            id: 24,
+            ..InterpreterOffsets::default()
+        },
+        gil: GilOffsets {
+            locked: Some(32),
+            holder: Some(40),
+            in_runtime: true,
+        },
+        thread: ThreadOffsets {
+            size: 96,
+            next: 8,
+            interp: 16,
+            frame: 24,
+            native_thread_id: 32,
+            current_exception: Some(40),
+            exc_info: Some(48),
+            exc_info_is_pointer: true,
+            ..ThreadOffsets::default()
+        },
+        frame: FrameOffsets {
+            size: 64,
+            previous: 0,
+            executable: 8,
+            instr: 16,
+            owner: 24,
+            executable_tag_mask: 3,
+            ..FrameOffsets::default()
+        },
+        code: CodeOffsets {
+            header_size: 64,
+            filename: 24,
+            qualname: 32,
+            linetable: 40,
+            firstlineno: 48,
+            adaptive: 64,
+            ..CodeOffsets::default()
+        },
+        object: PyObjectOffsets {
+            ob_type: 8,
+            ob_size: 16,
+        },
+        bytes: BytesOffsets { ob_sval: 32 },
+        unicode: UnicodeOffsets {
+            state: 32,
+            length: 16,
+            ascii_size: 40,
+            compact_size: 56,
+        },
     }
 }
 
@@ -133,14 +160,12 @@ fn corrupted_memory_never_panics() {
 #[test]
 fn corrupted_frame_objects_never_panic() {
     let (image, types, regions) = chained_interpreter(true);
-    let o = Offsets {
-        frame_object: true,
-        line_table: LineTableFormat::Linetable310,
-        code_code: Some(56),
-        instr_is_prev: false,
-        executable_tag_mask: 0,
-        ..offsets()
-    };
+    let mut o = offsets();
+    o.frame.is_object = true;
+    o.code.line_table = LineTableFormat::Linetable310;
+    o.code.code = Some(56);
+    o.frame.instr_is_prev = false;
+    o.frame.executable_tag_mask = 0;
     garbage_rounds(image, types, regions, o, "tach-garbage-frames");
 }
 
@@ -380,11 +405,9 @@ fn an_intact_chain_is_recorded_whole() {
         (Some(2), 3, 4),
         (Some(3), 3, 4),
     ];
-    let o = Offsets {
-        frame_stacktop: Some(28),
-        return_opcodes: Some([0x53, 0xFFFF]),
-        ..offsets()
-    };
+    let mut o = offsets();
+    o.frame.stacktop = Some(28);
+    o.frame.return_opcodes = Some([0x53, 0xFFFF]);
     let (stats, stacks) = record_chain(&chain, o, 3);
     assert_eq!((stats.samples, stats.dropped), (3, 0));
     for s in stacks {
@@ -402,10 +425,8 @@ fn frames_above_a_running_frame_are_gone() {
         (Some(2), 3, 4),
         (Some(3), 3, 4),
     ];
-    let with = Offsets {
-        frame_stacktop: Some(28),
-        ..offsets()
-    };
+    let mut with = offsets();
+    with.frame.stacktop = Some(28);
     let (_, stacks) = record_chain(&chain, with, 2);
     assert_eq!(stacks[0], names(&["func1", "func2", "func3"]));
     // Without the field (3.14+), the chain is taken as it is.
@@ -423,10 +444,9 @@ const ON_UNIT_5: [(Option<u64>, u64, i32); 4] = [
 ];
 
 fn with_return_opcodes() -> Offsets {
-    Offsets {
-        return_opcodes: Some([0x53, 0xFFFF]),
-        ..offsets()
-    }
+    let mut o = offsets();
+    o.frame.return_opcodes = Some([0x53, 0xFFFF]);
+    o
 }
 
 #[test]

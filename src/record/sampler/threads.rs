@@ -1,8 +1,17 @@
 //! One tick: every interpreter's thread list, the GIL and the garbage collector in a few
 //! batched reads, then each thread's status and stack.
 
+use crate::tach::filter::status::{
+    GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
+};
+use crate::tach::ProfilingMode;
+
+use super::super::asyncio::AsyncMode;
+use super::super::layout::{field_i32, field_u64, Offsets};
+use super::super::memory::ReadError;
 use super::async_stacks::AsyncPlan;
-use super::*;
+use super::window::ExceptionFields;
+use super::{Sampler, MAX_INTERPRETERS, MAX_THREADS, READ_ATTEMPTS};
 
 /// One thread at one tick, as the thread list gave it.
 #[derive(Debug, Clone, Copy)]
@@ -40,15 +49,15 @@ pub(super) struct StackRead<'a> {
 
 /// Offset and length of the interpreter fields a tick reads (id, next, threads head).
 pub(super) fn interp_span(o: &Offsets) -> (u64, usize) {
-    let lo = o.interp_id.min(o.interp_next).min(o.interp_threads_head);
-    let hi = o.interp_id.max(o.interp_next).max(o.interp_threads_head) + 8;
+    let lo = o.interp.id.min(o.interp.next).min(o.interp.threads_head);
+    let hi = o.interp.id.max(o.interp.next).max(o.interp.threads_head) + 8;
     (lo, (hi - lo) as usize)
 }
 
 /// Offset (from the runtime or the interpreter) and length of the GIL's `locked` flag
 /// and `last_holder`, when known.
 pub(super) fn gil_span(o: &Offsets) -> Option<(u64, usize)> {
-    let (l, h) = (o.gil_locked?, o.gil_holder?);
+    let (l, h) = (o.gil.locked?, o.gil.holder?);
     let lo = l.min(h);
     let hi = (l + 4).max(h + 8);
     Some((lo, (hi - lo) as usize))
@@ -57,11 +66,13 @@ pub(super) fn gil_span(o: &Offsets) -> Option<(u64, usize)> {
 /// (locked, holder) from the bytes of [`gil_span`] starting at offset `lo`.
 pub(super) fn gil_fields(o: &Offsets, bytes: &[u8], lo: u64) -> (bool, u64) {
     let locked = o
-        .gil_locked
+        .gil
+        .locked
         .and_then(|off| field_i32(bytes, off - lo))
         .unwrap_or(0);
     let holder = o
-        .gil_holder
+        .gil
+        .holder
         .and_then(|off| field_u64(bytes, off - lo))
         .unwrap_or(0);
     (locked != 0, holder)
@@ -75,8 +86,8 @@ impl Sampler {
         // interpreter for its fields (and the GIL from 3.12): system calls are the cost.
         let runtime = self.target.runtime;
         let gil = gil_span(&o);
-        let mut ranges = vec![(runtime.wrapping_add(o.runtime_interpreters_head), 8)];
-        if let (true, Some((lo, len))) = (o.gil_in_runtime, gil) {
+        let mut ranges = vec![(runtime.wrapping_add(o.runtime.interpreters_head), 8)];
+        if let (true, Some((lo, len))) = (o.gil.in_runtime, gil) {
             ranges.push((runtime.wrapping_add(lo), len));
         }
         let mut buf = std::mem::take(&mut self.small_buf);
@@ -86,11 +97,11 @@ impl Sampler {
             return Err(ReadError::Invalid("runtime unreadable"));
         }
         let mut interp = field_u64(&buf, 0).unwrap_or(0);
-        let mut gil_state = match (o.gil_in_runtime, gil) {
+        let mut gil_state = match (o.gil.in_runtime, gil) {
             (true, Some((lo, _))) => Some(gil_fields(&o, &buf[8..], lo)),
             _ => None,
         };
-        self.seen_tids.clear();
+        self.memo.begin_tick();
         // Async-aware, every thread is looked at: any of them may run a loop.
         let visit_all = self.opts.all_threads || self.tasks.is_some();
         let (ilo, ilen) = interp_span(&o);
@@ -99,14 +110,14 @@ impl Sampler {
             n_interp += 1;
             ranges.clear();
             ranges.push((interp.wrapping_add(ilo), ilen));
-            if let (false, Some((lo, len))) = (o.gil_in_runtime, gil) {
+            if let (false, Some((lo, len))) = (o.gil.in_runtime, gil) {
                 ranges.push((interp.wrapping_add(lo), len));
             }
             let gc_at = ranges.iter().map(|r| r.1).sum::<usize>();
-            let gc_fields = match (self.opts.gc, o.interp_gc_collecting) {
+            let gc_fields = match (self.opts.gc, o.interp.gc_collecting) {
                 (true, Some(c)) => {
                     ranges.push((interp.wrapping_add(c), 4));
-                    if let Some(f) = o.interp_gc_frame {
+                    if let Some(f) = o.interp.gc_frame {
                         ranges.push((interp.wrapping_add(f), 8));
                     }
                     true
@@ -127,12 +138,12 @@ impl Sampler {
                 (false, 0)
             };
             let field = |off: u64| field_u64(&buf, off - ilo).unwrap_or(0);
-            let interp_id = field(o.interp_id) as u32;
+            let interp_id = field(o.interp.id) as u32;
             // `all`: a task left out of this interpreter's stacks makes the tick's error.
             let dropped_before = self.stats.dropped;
-            let mut tstate = field(o.interp_threads_head);
-            let next_interp = field(o.interp_next);
-            if let (false, Some((lo, _))) = (o.gil_in_runtime, gil) {
+            let mut tstate = field(o.interp.threads_head);
+            let next_interp = field(o.interp.next);
+            if let (false, Some((lo, _))) = (o.gil.in_runtime, gil) {
                 gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
             }
             if let (Some(_), Some(state)) = (&self.pauser, gil_state) {
@@ -145,10 +156,10 @@ impl Sampler {
             // earlier tick (it lives as long as the interpreter), checking that it still
             // is what it was, rather than reading every thread state to find it again.
             if !visit_all {
-                if let Some((i, ts)) = self.main_tstate {
+                if let Some((i, ts)) = self.memo.main_tstate() {
                     let still = i == interp
                         && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
-                        && field_u64(&self.tstate_buf, o.tstate_interp) == Some(interp)
+                        && field_u64(&self.tstate_buf, o.thread.interp) == Some(interp)
                         && self.native_tid(&o, &self.tstate_buf) == self.target.pid;
                     if still {
                         let tid = self.target.pid;
@@ -165,7 +176,7 @@ impl Sampler {
                                     gil: (gil_locked, gil_holder),
                                 },
                             )
-                            .map_err(|e| self.note_drop(e))
+                            .map_err(|e| self.diagnostics.dropped(e))
                             .is_err()
                         {
                             self.stats.dropped += 1;
@@ -175,7 +186,7 @@ impl Sampler {
                         continue;
                     }
                     if i == interp {
-                        self.main_tstate = None;
+                        self.memo.set_main_tstate(None);
                     }
                 }
             }
@@ -187,11 +198,11 @@ impl Sampler {
                     ok = false;
                     break;
                 }
-                if field_u64(&self.tstate_buf, o.tstate_interp) != Some(interp) {
+                if field_u64(&self.tstate_buf, o.thread.interp) != Some(interp) {
                     ok = false;
                     break;
                 }
-                let next = field_u64(&self.tstate_buf, o.tstate_next).unwrap_or(0);
+                let next = field_u64(&self.tstate_buf, o.thread.next).unwrap_or(0);
                 let tid = self.native_tid(&o, &self.tstate_buf);
                 let is_main = tid == self.target.pid;
                 // tid 0: a thread state created for a thread that has not started yet
@@ -209,14 +220,14 @@ impl Sampler {
                     match self.sample_thread(&o, thread) {
                         Ok(()) => {}
                         Err(e) => {
-                            self.note_drop(e);
+                            self.diagnostics.dropped(e);
                             self.stats.dropped += 1;
                             ok = false;
                         }
                     }
                     if !visit_all {
-                        if self.main_tstate.is_none() {
-                            self.main_tstate = Some((interp, tstate));
+                        if self.memo.main_tstate().is_none() {
+                            self.memo.set_main_tstate(Some((interp, tstate)));
                         }
                         break;
                     }
@@ -237,13 +248,7 @@ impl Sampler {
         }
         self.paused_on_cpu = None;
         // Forget /proc handles of threads that are gone.
-        let seen = &self.seen_tids;
-        if self.proc_stat.len() > seen.len() {
-            self.proc_stat.retain(|tid, _| seen.contains(tid));
-        }
-        if self.last_frame.len() > seen.len() {
-            self.last_frame.retain(|tid, _| seen.contains(tid));
-        }
+        self.memo.forget_unseen();
         Ok(ok)
     }
 
@@ -262,7 +267,7 @@ impl Sampler {
         let Some((lo, len)) = gil_span(o) else {
             return state;
         };
-        let base = if o.gil_in_runtime {
+        let base = if o.gil.in_runtime {
             self.target.runtime
         } else {
             interp
@@ -313,9 +318,9 @@ impl Sampler {
     /// that its `thread_id` (a `pthread_t`) points at. 0 when unknown: such a thread
     /// state is skipped, as one not yet bound to a thread.
     pub(super) fn native_tid(&self, o: &Offsets, ts: &[u8]) -> u64 {
-        match o.pthread_tid {
-            None => field_u64(ts, o.tstate_native_thread_id).unwrap_or(0),
-            Some(off) => self.pthread_tid(field_u64(ts, o.tstate_thread_id).unwrap_or(0), off),
+        match o.thread.pthread_tid {
+            None => field_u64(ts, o.thread.native_thread_id).unwrap_or(0),
+            Some(off) => self.pthread_tid(field_u64(ts, o.thread.thread_id).unwrap_or(0), off),
         }
     }
 
@@ -334,12 +339,12 @@ impl Sampler {
     /// The kernel thread id of the thread state at `tstate`, read now.
     fn tid_of_tstate(&self, o: &Offsets, tstate: u64) -> Option<u64> {
         let mem = &self.target.mem;
-        match o.pthread_tid {
+        match o.thread.pthread_tid {
             None => mem
-                .read_u64(tstate.wrapping_add(o.tstate_native_thread_id))
+                .read_u64(tstate.wrapping_add(o.thread.native_thread_id))
                 .ok(),
             Some(off) => {
-                let pthread = mem.read_u64(tstate.wrapping_add(o.tstate_thread_id)).ok()?;
+                let pthread = mem.read_u64(tstate.wrapping_add(o.thread.thread_id)).ok()?;
                 Some(self.pthread_tid(pthread, off))
             }
         }
@@ -353,36 +358,27 @@ impl Sampler {
                 return Some(state);
             }
         }
-        if !self.proc_stat.contains_key(&tid) {
-            let f = File::open(format!("/proc/{}/task/{tid}/stat", self.target.pid)).ok()?;
-            self.proc_stat.insert(tid, f);
-        }
-        let f = self.proc_stat.get(&tid)?;
-        let mut buf = [0u8; 512];
-        let n = f.read_at(&mut buf, 0).ok()?;
-        let text = &buf[..n];
-        let close = text.iter().rposition(|&b| b == b')')?;
-        let state = *text.get(close + 2)?;
-        Some(state == b'R')
+        self.memo.on_cpu(self.target.pid, tid)
     }
 
     /// Where the thread's exception state lives, to be read with its stack.
     pub(super) fn exception_fields(&self, o: &Offsets, tstate: u64) -> ExceptionFields {
         let current = o
-            .tstate_current_exception
+            .thread
+            .current_exception
             .map(|off| tstate.wrapping_add(off));
-        let handled = o.tstate_exc_info.and_then(|off| {
-            if o.exc_info_is_pointer {
+        let handled = o.thread.exc_info.and_then(|off| {
+            if o.thread.exc_info_is_pointer {
                 // The pointer from the thread state image: it changes only when the
                 // thread enters or leaves a generator.
                 field_u64(&self.tstate_buf, off)
                     .filter(|&p| p != 0)
-                    .map(|p| p.wrapping_add(o.err_stackitem_exc_value))
+                    .map(|p| p.wrapping_add(o.thread.stackitem_exc_value))
             } else {
                 Some(
                     tstate
                         .wrapping_add(off)
-                        .wrapping_add(o.err_stackitem_exc_value),
+                        .wrapping_add(o.thread.stackitem_exc_value),
                 )
             }
         });
@@ -404,23 +400,23 @@ impl Sampler {
     /// no snapshot read it with the stack).
     pub(super) fn exception_state(&self, o: &Offsets) -> bool {
         let ts = &self.tstate_buf;
-        if let Some(off) = o.tstate_current_exception {
+        if let Some(off) = o.thread.current_exception {
             if field_u64(ts, off).unwrap_or(0) != 0 {
                 return true;
             }
         }
-        if let Some(off) = o.tstate_exc_info {
-            let value = if o.exc_info_is_pointer {
+        if let Some(off) = o.thread.exc_info {
+            let value = if o.thread.exc_info_is_pointer {
                 match field_u64(ts, off) {
                     Some(p) if p != 0 => self
                         .target
                         .mem
-                        .read_u64(p.wrapping_add(o.err_stackitem_exc_value))
+                        .read_u64(p.wrapping_add(o.thread.stackitem_exc_value))
                         .unwrap_or(0),
                     _ => 0,
                 }
             } else {
-                field_u64(ts, off.wrapping_add(o.err_stackitem_exc_value)).unwrap_or(0)
+                field_u64(ts, off.wrapping_add(o.thread.stackitem_exc_value)).unwrap_or(0)
             };
             return value != 0 && value != self.target.types.none;
         }
@@ -437,15 +433,15 @@ impl Sampler {
             gil: (gil_locked, gil_holder),
             ..
         } = thread;
-        self.seen_tids.insert(tid);
+        self.memo.saw(tid);
         let mut status = 0u8;
-        let has_gil = match o.tstate_holds_gil {
+        let has_gil = match o.thread.holds_gil {
             Some(off) => field_i32(&self.tstate_buf, off).unwrap_or(0) != 0,
             None => gil_locked && gil_holder == tstate,
         };
         if has_gil {
             status |= HAS_GIL;
-        } else if let Some(off) = o.tstate_gil_requested {
+        } else if let Some(off) = o.thread.gil_requested {
             if field_i32(&self.tstate_buf, off).unwrap_or(0) != 0 {
                 status |= GIL_REQUESTED;
             }
@@ -511,13 +507,13 @@ impl Sampler {
         // Async-aware stacks have none, as CPython's sampler makes them.
         let collecting = collecting && !matches!(plan, AsyncPlan::Cut(_));
         let gc_at =
-            (collecting && o.interp_gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
-        let gc_on_top = collecting && o.interp_gc_frame.is_none() && has_gil;
+            (collecting && o.interp.gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
+        let gc_on_top = collecting && o.interp.gc_frame.is_none() && has_gil;
         let layout = &self.target.layout;
         let slot = layout.current_frame_slot(tstate, &self.tstate_buf)?;
-        let mut guess = match (slot, self.last_frame.get(&tid)) {
+        let mut guess = match (slot, self.memo.last_frame(tid)) {
             (None, _) => 0,
-            (Some(_), Some(&at)) => at,
+            (Some(_), Some(at)) => at,
             (Some(_), None) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
         };
         // The thread runs on while we read it: a read that does not validate (the
@@ -550,16 +546,13 @@ impl Sampler {
                 Ok(()) => break,
                 Err(e) if attempt < READ_ATTEMPTS => {
                     attempt += 1;
-                    self.retries += 1;
-                    if self.debug {
-                        self.note_retry(e);
-                    }
+                    self.diagnostics.retried(e);
                 }
                 Err(e) => return Err(e),
             }
         }
         if slot.is_some() {
-            self.last_frame.insert(tid, guess);
+            self.memo.set_last_frame(tid, guess);
         }
         self.native_splice(tid, stopped)?;
         let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {

@@ -2,8 +2,13 @@
 //! frame by frame (owner, code object, the page window's bounds), with the rules for
 //! frames that are leaving, generators and the `<GC>` frame.
 
+use crate::tach::MAX_STACK_DEPTH;
+
+use super::super::layout::{field_i32, field_u64, FrameOwner, Offsets};
+use super::super::memory::ReadError;
 use super::threads::StackRead;
-use super::*;
+use super::window::{Snapshot, MAX_SLOTS, PAGE, WINDOW_MAX_PAGES};
+use super::{RawFrame, Sampler, FRAME_OWNED_BY_GENERATOR, GC_MARK, MAX_WALK};
 
 impl Sampler {
     /// Whether the frame at `frame` (outside the pages read) belongs to a generator or
@@ -12,7 +17,7 @@ impl Sampler {
         let mut owner = [0u8; 1];
         self.target
             .mem
-            .read(frame.wrapping_add(o.frame_owner), &mut owner)
+            .read(frame.wrapping_add(o.frame.owner), &mut owner)
             .is_ok()
             && owner[0] == FRAME_OWNED_BY_GENERATOR
     }
@@ -41,21 +46,21 @@ impl Sampler {
             fields,
             ..
         } = *read;
-        let fsize = o.frame_size as usize;
+        let fsize = o.frame.size as usize;
         let mem = &*self.target.mem;
-        let Some(off) = o.cframe_current_frame else {
+        let Some(off) = o.thread.cframe_current_frame else {
             return self
                 .window
                 .snapshot(mem, &[slot], guess, fsize, fields.addrs(), None);
         };
-        let cframe_at = tstate.wrapping_add(o.tstate_frame);
+        let cframe_at = tstate.wrapping_add(o.thread.frame);
         let read_cframe = slot.wrapping_sub(off);
         let mut cframes = [0u64; MAX_SLOTS];
         let mut slots = [0u64; MAX_SLOTS];
         cframes[0] = read_cframe;
         slots[0] = slot;
         let mut n = 1;
-        for &seen in self.cframes.get(&tid).into_iter().flatten() {
+        for &seen in self.memo.cframes(tid) {
             if n < MAX_SLOTS && seen != 0 && !cframes[..n].contains(&seen) {
                 cframes[n] = seen;
                 slots[n] = seen.wrapping_add(off);
@@ -88,17 +93,7 @@ impl Sampler {
         }
         // Most recent first: the C frame the thread state named, and the one current
         // in the snapshot.
-        let seen = self.cframes.entry(tid).or_insert([0; MAX_SLOTS]);
-        for c in [read_cframe, current] {
-            if c != 0 && seen[0] != c {
-                if let Some(k) = seen.iter().position(|&s| s == c) {
-                    seen[..=k].rotate_right(1);
-                } else {
-                    seen.rotate_right(1);
-                    seen[0] = c;
-                }
-            }
-        }
+        self.memo.saw_cframes(tid, [read_cframe, current]);
         snap
     }
 
@@ -120,7 +115,7 @@ impl Sampler {
             // 3.9, 3.10: frame objects live on the heap, each where it was allocated,
             // not in a data stack a page window could copy: the walk reads them one by
             // one, from the current frame read now.
-            Some(slot) if o.frame_object => {
+            Some(slot) if o.frame.is_object => {
                 self.window.clear();
                 self.target.mem.read_u64(slot)?
             }
@@ -163,7 +158,8 @@ impl Sampler {
         self.cut_found = None;
         let complete = self.walk(o, frame, read.gc_at, read.cut, may_retry)?;
         let base = o
-            .tstate_base_frame
+            .thread
+            .base_frame
             .and_then(|off| field_u64(&self.tstate_buf, off))
             .filter(|&b| b != 0);
         if let (Some(base), Some(last)) = (base, complete) {
@@ -216,7 +212,7 @@ impl Sampler {
         if let Some(n) = self.native.as_deref_mut() {
             n.clear_entry_frames();
         }
-        let fsize = o.frame_size as usize;
+        let fsize = o.frame.size as usize;
         let mut steps = 0;
         let mut last = 0;
         // The pages the chain spans in the snapshot: the next snapshot reads as many.
@@ -284,18 +280,19 @@ impl Sampler {
                     }
                 }
             };
-            let prev = field_u64(img, o.frame_previous).unwrap_or(0);
-            let code = field_u64(img, o.frame_executable).unwrap_or(0) & !o.executable_tag_mask;
-            let (owner, instr) = if o.frame_object {
+            let prev = field_u64(img, o.frame.previous).unwrap_or(0);
+            let code =
+                field_u64(img, o.frame.executable).unwrap_or(0) & !o.frame.executable_tag_mask;
+            let (owner, instr) = if o.frame.is_object {
                 // A frame object has no owner; `f_lasti` is a 32-bit offset, -1 before
                 // the first instruction (kept negative, sign-extended).
-                let lasti = field_i32(img, o.frame_instr).unwrap_or(-1);
+                let lasti = field_i32(img, o.frame.instr).unwrap_or(-1);
                 (0, i64::from(lasti) as u64)
             } else {
                 let owner = *img
-                    .get(o.frame_owner as usize)
+                    .get(o.frame.owner as usize)
                     .ok_or(ReadError::Invalid("short frame"))?;
-                (owner, field_u64(img, o.frame_instr).unwrap_or(0))
+                (owner, field_u64(img, o.frame.instr).unwrap_or(0))
             };
             match self.target.layout.frame_owner(owner) {
                 FrameOwner::Invalid => return Err(ReadError::Invalid("bad frame owner")),
@@ -327,7 +324,7 @@ impl Sampler {
                         ));
                     }
                     if callee_python {
-                        if let Some(off) = o.frame_stacktop {
+                        if let Some(off) = o.frame.stacktop {
                             // 3.13: a frame the eval loop runs has stacktop -1, one that
                             // called a Python function has it set. A running frame with
                             // callees in the chain returned from them while the snapshot
@@ -348,7 +345,8 @@ impl Sampler {
                     }
                     // 3.11: the first frame of an eval loop was called from C.
                     let entry = o
-                        .frame_is_entry
+                        .frame
+                        .is_entry
                         .is_some_and(|off| img.get(off as usize).is_some_and(|&b| b != 0));
                     callee_python = !entry;
                 }

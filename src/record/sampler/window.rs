@@ -2,7 +2,8 @@
 //! data stack) holds the whole chain of frames, and the snapshot reads the frame pointer
 //! and the thread's other fields in the same system call.
 
-use super::*;
+use super::super::layout::field_u64;
+use super::super::memory::MemoryReader;
 
 pub(super) const PAGE: u64 = 4096;
 /// Pages read at the first frame of a walk; doubled at each miss, up to the maximum.

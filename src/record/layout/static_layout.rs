@@ -3,8 +3,9 @@
 //!
 //! These versions publish no `_Py_DebugOffsets`, so `scripts/gen-layouts` measures
 //! every offset the sampler needs in each version's own headers and writes one
-//! [`GeneratedLayout`] per version to `layouts_generated.rs` (and, for 3.13+, the few
-//! fields their debug offsets lack: [`GeneratedExtras`]). The layout is picked by the
+//! [`GeneratedLayout`] per version, holding the sampler's very [`Offsets`], to
+//! `generated.rs` (and, for 3.13+, the few fields their debug offsets lack, read by
+//! `debug_offsets.rs`). The layout is picked by the
 //! target's own version at run time; building tach never needs those headers, so one
 //! build (one abi3 extension, one `tach` binary) serves every version.
 //!
@@ -17,94 +18,10 @@
 //!   `co_qualname`). The thread state has no native thread id: it is read from glibc's
 //!   `struct pthread` that `thread_id` points at (see [`find_pthread_tid`]).
 
-pub use super::layout::LineTableFormat;
-use super::layout::{field_u64, FrameOwner, InterpreterLayout, Offsets};
-use super::layouts_generated::{EXTRAS, LAYOUTS};
-use super::memory::{MemoryReader, ReadError};
-use super::resolve::OpcodeTables;
-
-/// One version's offsets and tables, as `scripts/gen-layouts.c` prints them.
-#[derive(Debug, Clone, Copy)]
-pub struct GeneratedLayout {
-    pub version: (u8, u8),
-    /// The version whose headers the table was measured in.
-    pub headers: &'static str,
-    pub runtime_interpreters_head: u64,
-    pub runtime_main_thread: u64,
-    pub interp_next: u64,
-    pub interp_threads_head: u64,
-    pub interp_id: u64,
-    pub interp_gc_collecting: u64,
-    /// From `_PyRuntime` when `gil_in_runtime`, else from the interpreter state.
-    pub gil_locked: u64,
-    pub gil_last_holder: u64,
-    pub gil_in_runtime: bool,
-    pub tstate_size: u64,
-    pub tstate_next: u64,
-    pub tstate_interp: u64,
-    pub tstate_thread_id: u64,
-    /// `cframe` (3.11+, with `cframe_current_frame`) or `frame` (3.9, 3.10).
-    pub tstate_frame: u64,
-    pub cframe_current_frame: Option<u64>,
-    pub tstate_native_thread_id: Option<u64>,
-    /// `curexc_type` up to 3.11, `current_exception` in 3.12.
-    pub tstate_current_exception: u64,
-    /// A pointer to the `_PyErr_StackItem` being handled.
-    pub tstate_exc_info: u64,
-    pub err_stackitem_exc_value: u64,
-    /// `PyFrameObject` (3.9, 3.10) rather than `_PyInterpreterFrame`.
-    pub frame_object: bool,
-    pub frame_size: u64,
-    pub frame_previous: u64,
-    pub frame_code: u64,
-    /// `prev_instr` (3.11+) or `f_lasti` (3.9, 3.10).
-    pub frame_instr: u64,
-    pub frame_owner: Option<u64>,
-    pub frame_stacktop: Option<u64>,
-    pub frame_is_entry: Option<u64>,
-    pub code_size: u64,
-    pub code_filename: u64,
-    pub code_firstlineno: u64,
-    /// `co_qualname` (3.11+) or `co_name`.
-    pub code_name: u64,
-    pub code_linetable: u64,
-    pub code_firsttraceable: Option<u64>,
-    pub code_adaptive: Option<u64>,
-    pub code_code: Option<u64>,
-    pub line_table: LineTableFormat,
-    pub ob_type: u64,
-    pub var_ob_size: u64,
-    pub bytes_sval: u64,
-    pub unicode_state: u64,
-    pub unicode_length: u64,
-    pub unicode_ascii_size: u64,
-    pub unicode_compact_size: u64,
-    pub op_return_value: Option<u16>,
-    pub op_return_const: Option<u16>,
-    pub deopt: Option<[u8; 256]>,
-    pub caches: Option<[u8; 256]>,
-}
-
-/// What CPython 3.13+'s `_Py_DebugOffsets` do not publish, as `scripts/gen-layouts.c`
-/// prints it from that version's headers.
-#[derive(Debug, Clone, Copy)]
-pub struct GeneratedExtras {
-    pub version: (u8, u8),
-    /// The version whose headers the table was measured in.
-    pub headers: &'static str,
-    /// `tstate->current_exception`: the exception being raised.
-    pub tstate_current_exception: u64,
-    /// `tstate->exc_info`: a pointer to the `_PyErr_StackItem` being handled.
-    pub tstate_exc_info: u64,
-    pub err_stackitem_exc_value: u64,
-    /// 3.13's `_PyInterpreterFrame.stacktop`.
-    pub frame_stacktop: Option<u64>,
-    pub op_return_value: Option<u16>,
-    pub op_return_const: Option<u16>,
-    /// `_PyOpcode_Deopt` (specialised opcode -> base opcode), which not every
-    /// interpreter exports.
-    pub deopt: Option<[u8; 256]>,
-}
+use super::super::memory::{MemoryReader, ReadError};
+use super::generated::LAYOUTS;
+use super::interpreter_layout::{FrameOwner, InterpreterLayout};
+use super::offsets::{field_u64, GeneratedLayout, Offsets, OpcodeTables};
 
 /// The generated table of CPython `major.minor` (3.9-3.12), if the repository has one.
 pub fn generated(major: u8, minor: u8) -> Option<&'static GeneratedLayout> {
@@ -114,16 +31,7 @@ pub fn generated(major: u8, minor: u8) -> Option<&'static GeneratedLayout> {
 /// The opcode tables generated for CPython `major.minor` (3.11, 3.12: de-specialisation
 /// and inline cache sizes).
 pub fn generated_opcode_tables(major: u8, minor: u8) -> Option<OpcodeTables> {
-    let g = generated(major, minor)?;
-    Some(OpcodeTables {
-        deopt: g.deopt?,
-        caches: Some(g.caches?),
-    })
-}
-
-/// The generated extras of CPython `major.minor` (3.13+), if the repository has them.
-pub fn extras(major: u8, minor: u8) -> Option<&'static GeneratedExtras> {
-    EXTRAS.iter().find(|l| l.version == (major, minor))
+    generated(major, minor)?.opcodes.clone()
 }
 
 /// Why a generated layout cannot sample a process.
@@ -151,8 +59,6 @@ pub struct StaticLayout {
     /// 3.11, 3.12: the opcode tables, whose cache sizes tell an instruction's start from
     /// its inline caches (where a caller's `prev_instr` rests).
     tables: Option<OpcodeTables>,
-    /// `_PyRuntime.main_thread`'s offset (the main thread's `pthread_t`).
-    pub runtime_main_thread: u64,
 }
 
 impl StaticLayout {
@@ -164,71 +70,13 @@ impl StaticLayout {
                 version.0, version.1, version.2
             )
         })?;
-        let o = Offsets {
-            runtime_interpreters_head: g.runtime_interpreters_head,
-            interp_next: g.interp_next,
-            interp_threads_head: g.interp_threads_head,
-            interp_id: g.interp_id,
-            interp_gc_collecting: Some(g.interp_gc_collecting),
-            interp_gc_frame: None,
-            gil_locked: Some(g.gil_locked),
-            gil_holder: Some(g.gil_last_holder),
-            gil_in_runtime: g.gil_in_runtime,
-            tstate_size: g.tstate_size,
-            tstate_next: g.tstate_next,
-            tstate_interp: g.tstate_interp,
-            tstate_frame: g.tstate_frame,
-            cframe_current_frame: g.cframe_current_frame,
-            tstate_base_frame: None,
-            tstate_thread_id: g.tstate_thread_id,
-            // 3.9, 3.10: replaced by the read through `pthread_tid` (set when attaching).
-            tstate_native_thread_id: g.tstate_native_thread_id.unwrap_or(g.tstate_thread_id),
-            tstate_holds_gil: None,
-            tstate_gil_requested: None,
-            tstate_current_exception: Some(g.tstate_current_exception),
-            tstate_exc_info: Some(g.tstate_exc_info),
-            exc_info_is_pointer: true,
-            err_stackitem_exc_value: g.err_stackitem_exc_value,
-            frame_size: g.frame_size,
-            frame_previous: g.frame_previous,
-            frame_executable: g.frame_code,
-            frame_instr: g.frame_instr,
-            frame_stacktop: g.frame_stacktop,
-            frame_is_entry: g.frame_is_entry,
-            return_opcodes: g
-                .op_return_value
-                .map(|r| [r, g.op_return_const.unwrap_or(0xFFFF)]),
-            frame_owner: g.frame_owner.unwrap_or(0),
-            executable_tag_mask: 0,
-            instr_is_prev: !g.frame_object,
-            frame_object: g.frame_object,
-            line_table: g.line_table,
-            code_code: g.code_code,
-            pthread_tid: None,
-            code_header_size: g.code_adaptive.unwrap_or(g.code_size),
-            code_filename: g.code_filename,
-            code_qualname: g.code_name,
-            code_linetable: g.code_linetable,
-            code_firstlineno: g.code_firstlineno,
-            code_firsttraceable: g.code_firsttraceable,
-            code_adaptive: g.code_adaptive.unwrap_or(0),
-            ob_type: g.ob_type,
-            var_ob_size: g.var_ob_size,
-            bytes_sval: g.bytes_sval,
-            unicode_state: g.unicode_state,
-            unicode_length: g.unicode_length,
-            unicode_ascii_size: g.unicode_ascii_size,
-            unicode_compact_size: g.unicode_compact_size,
-        };
-        let tables = generated_opcode_tables(version.0, version.1);
         Ok(StaticLayout {
             version,
             headers: g.headers,
-            offsets: o,
+            offsets: g.offsets.clone(),
             // FRAME_OWNED_BY_CSTACK, 3.12's entry frames.
             owned_by_cstack: (version.1 >= 12).then_some(3),
-            tables,
-            runtime_main_thread: g.runtime_main_thread,
+            tables: g.opcodes.clone(),
         })
     }
 
@@ -248,8 +96,13 @@ impl StaticLayout {
         let o = layout.offsets().clone();
         let read = |what: &'static str| move |source| FitError::Read { what, source };
         // The main thread's pthread_t, which is also how 3.9 and 3.10 name threads.
+        let main_thread = o.runtime.main_thread.ok_or_else(|| {
+            FitError::Mismatch(format!(
+                "the CPython {major}.{minor} table has no _PyRuntime.main_thread"
+            ))
+        })?;
         let main_pthread = mem
-            .read_u64(runtime.wrapping_add(layout.runtime_main_thread))
+            .read_u64(runtime.wrapping_add(main_thread))
             .map_err(read("reading _PyRuntime.main_thread"))?;
         if main_pthread == 0 {
             return Err(FitError::NotStarted);
@@ -268,15 +121,15 @@ impl StaticLayout {
         // layout differs from the headers the table came from (a debug build, a patched
         // interpreter) fails here, not with garbage samples.
         let interp = mem
-            .read_u64(runtime.wrapping_add(o.runtime_interpreters_head))
+            .read_u64(runtime.wrapping_add(o.runtime.interpreters_head))
             .map_err(read("reading the interpreter list"))?;
         if interp != 0 {
             let tstate = mem
-                .read_u64(interp.wrapping_add(o.interp_threads_head))
+                .read_u64(interp.wrapping_add(o.interp.threads_head))
                 .map_err(read("reading the thread list"))?;
             let back = match tstate {
                 0 => interp,
-                t => mem.read_u64(t.wrapping_add(o.tstate_interp)).unwrap_or(0),
+                t => mem.read_u64(t.wrapping_add(o.thread.interp)).unwrap_or(0),
             };
             if back != interp {
                 return Err(FitError::Mismatch(format!(
@@ -296,12 +149,12 @@ impl StaticLayout {
 
     /// Sets where glibc's `struct pthread` keeps the kernel thread id (3.9, 3.10).
     pub fn set_pthread_tid(&mut self, off: u64) {
-        self.offsets.pthread_tid = Some(off);
+        self.offsets.thread.pthread_tid = Some(off);
     }
 
     /// Whether the thread state has no native thread id (3.9, 3.10).
     pub fn needs_pthread_tid(&self) -> bool {
-        self.offsets.frame_object
+        self.offsets.frame.is_object
     }
 }
 
@@ -320,9 +173,9 @@ impl InterpreterLayout for StaticLayout {
         &self.offsets
     }
     fn current_frame(&self, mem: &dyn MemoryReader, tstate: &[u8]) -> Result<u64, ReadError> {
-        let at = field_u64(tstate, self.offsets.tstate_frame)
+        let at = field_u64(tstate, self.offsets.thread.frame)
             .ok_or(ReadError::Invalid("thread state shorter than its layout"))?;
-        match self.offsets.cframe_current_frame {
+        match self.offsets.thread.cframe_current_frame {
             // 3.11+: the thread state points at the running eval loop's C frame.
             Some(off) if at != 0 => mem.read_u64(at.wrapping_add(off)),
             _ => Ok(at),
@@ -333,17 +186,17 @@ impl InterpreterLayout for StaticLayout {
         tstate_addr: u64,
         tstate: &[u8],
     ) -> Result<Option<u64>, ReadError> {
-        match self.offsets.cframe_current_frame {
+        match self.offsets.thread.cframe_current_frame {
             Some(off) => {
-                let cframe = field_u64(tstate, self.offsets.tstate_frame)
+                let cframe = field_u64(tstate, self.offsets.thread.frame)
                     .ok_or(ReadError::Invalid("thread state shorter than its layout"))?;
                 Ok((cframe != 0).then(|| cframe.wrapping_add(off)))
             }
-            None => Ok(Some(tstate_addr.wrapping_add(self.offsets.tstate_frame))),
+            None => Ok(Some(tstate_addr.wrapping_add(self.offsets.thread.frame))),
         }
     }
     fn frame_owner(&self, owner: u8) -> FrameOwner {
-        if self.offsets.frame_object {
+        if self.offsets.frame.is_object {
             // A frame object has no owner byte (the walk passes 0).
             return FrameOwner::Python;
         }
@@ -386,21 +239,21 @@ pub fn find_pthread_tid(mem: &dyn MemoryReader, main_pthread: u64, pid: i32) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::super::memory::FakeMemory;
     use super::*;
+    use crate::record::memory::FakeMemory;
 
     #[test]
     fn every_generated_version_makes_a_sane_layout() {
         for minor in 9..=12 {
             let l = StaticLayout::for_version((3, minor, 1)).unwrap();
             let o = l.offsets();
-            assert!(o.tstate_frame < o.tstate_size, "3.{minor}");
-            assert!(o.tstate_native_thread_id < o.tstate_size, "3.{minor}");
-            assert!(o.frame_previous < o.frame_size && o.frame_instr < o.frame_size);
-            assert!(o.code_qualname < o.code_header_size && o.code_linetable < o.code_header_size);
-            assert_eq!(o.frame_object, minor < 11);
+            assert!(o.thread.frame < o.thread.size, "3.{minor}");
+            assert!(o.thread.native_thread_id < o.thread.size, "3.{minor}");
+            assert!(o.frame.previous < o.frame.size && o.frame.instr < o.frame.size);
+            assert!(o.code.qualname < o.code.header_size && o.code.linetable < o.code.header_size);
+            assert_eq!(o.frame.is_object, minor < 11);
             assert_eq!(l.opcode_tables().is_some(), minor >= 11);
-            assert_eq!(o.gil_in_runtime, minor < 12);
+            assert_eq!(o.gil.in_runtime, minor < 12);
             assert_eq!(
                 l.frame_owner(3),
                 if minor == 12 {
@@ -414,21 +267,6 @@ mod tests {
         }
         assert!(StaticLayout::for_version((3, 8, 18)).is_err());
         assert!(StaticLayout::for_version((3, 13, 0)).is_err());
-    }
-
-    #[test]
-    fn every_debug_offsets_version_has_its_extras() {
-        for minor in 13..=15 {
-            let e = extras(3, minor).unwrap();
-            assert!(e.headers.starts_with(&format!("3.{minor}.")));
-            assert_eq!(e.frame_stacktop.is_some(), minor == 13, "3.{minor}");
-            assert!(e.tstate_exc_info > e.tstate_current_exception);
-            let deopt = e.deopt.unwrap();
-            // A base opcode de-specialises to itself; RETURN_VALUE is one.
-            let ret = e.op_return_value.unwrap() as usize;
-            assert_eq!(deopt[ret] as usize, ret, "3.{minor}");
-        }
-        assert!(extras(3, 12).is_none() && extras(3, 16).is_none());
     }
 
     #[test]
