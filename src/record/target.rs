@@ -15,12 +15,12 @@
 #[cfg(feature = "python-record")]
 use std::ffi::CString;
 
+#[cfg(any(test, feature = "python-record"))]
+use super::layout::StaticLayout;
 use super::layout::{
     extras, generated_opcode_tables, DebugOffsetsLayout, InterpreterLayout, OpcodeTables,
     DEBUG_OFFSETS_READ,
 };
-#[cfg(any(test, feature = "python-record"))]
-use super::layout::StaticLayout;
 use super::memory::MemoryReader;
 #[cfg(feature = "python-record")]
 use super::memory::ProcessVmReader;
