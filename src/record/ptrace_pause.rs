@@ -319,9 +319,13 @@ mod tests {
             f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
         };
         std::thread::sleep(Duration::from_millis(50));
-        let mut p = PtracePauser::new(tid as i32);
+        // The recorder's 2 ms wait for a stop is too short where other tests keep both
+        // cores busy (CI: the spinning child then waits for a CPU longer than that at
+        // every try): this test is about holding and releasing, so it waits as
+        // `--native` does.
+        let mut p = PtracePauser::with_stop_timeout(tid as i32, NATIVE_STOP_TIMEOUT);
         let mut held = 0;
-        // On a loaded machine the child may not run within STOP_TIMEOUT: try again later.
+        // On a loaded machine the child may not run within the wait: try again later.
         for _ in 0..200 {
             if held == 3 {
                 break;
