@@ -311,11 +311,16 @@ impl QueryEngine {
 /// fill with all 64 bits (values above 2^63 exist), so it stays an unsigned 64-bit
 /// integer. The cast is a projection after the scan, so polars still pushes the columns
 /// a query uses, its filters and its LIMIT into the scan.
+/// The columns `signed` leaves unsigned; `semantics` widens arithmetic on them.
+pub(super) const UNSIGNED_COLUMNS: [&str; 1] = ["thread_id"];
+
 fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
     let schema = lf.collect_schema()?;
     let casts: Vec<Expr> = schema
         .iter()
-        .filter(|(name, dtype)| dtype.is_unsigned_integer() && name.as_str() != "thread_id")
+        .filter(|(name, dtype)| {
+            dtype.is_unsigned_integer() && !UNSIGNED_COLUMNS.contains(&name.as_str())
+        })
         .map(|(name, _)| col(name.clone()).strict_cast(DataType::Int64))
         .collect();
     Ok(if casts.is_empty() {

@@ -31,7 +31,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 
-use super::QueryError;
+use super::{QueryError, UNSIGNED_COLUMNS};
 
 /// Aggregate functions polars' SQL knows (a window over one of these inside a grouped
 /// SELECT is refused).
@@ -502,8 +502,6 @@ fn rounded(e: &Expr) -> Option<Expr> {
 /// an error where it does not fit in a signed 64-bit integer, never a wrapped one.
 /// Division and `avg` give a DOUBLE and are left alone.
 struct UnsignedArithmetic<'a>(&'a mut bool);
-
-const UNSIGNED_COLUMNS: [&str; 1] = ["thread_id"];
 
 fn is_unsigned_column(e: &Expr) -> bool {
     match e {
