@@ -439,7 +439,9 @@ pub fn export_file(
     };
     let result = (|| {
         let f = std::fs::File::create(&tmp).map_err(io)?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        // Big enough that writes are few; small enough that its fresh pages (a fault
+        // each) cost nothing next to the export.
+        let mut w = std::io::BufWriter::with_capacity(128 << 10, f);
         export_to(exporter, &file, filter, options, &mut w)?;
         w.flush().map_err(io)?;
         drop(w);

@@ -122,7 +122,7 @@ impl StackCounts {
         // Per thread: (stack id, status, group) of its previous sample, so runs of the
         // same stack and status cost no hashing.
         let mut current: Vec<Option<(u32, u8, usize)>> = Vec::new();
-        let mut stream = file.samples();
+        let mut stream = file.samples().untimed();
         while let Some(run) = stream.next_run()? {
             let slot = run.thread as usize;
             if slot >= current.len() {

@@ -233,6 +233,80 @@ pub(crate) fn read_repeat_entry<R: FieldReader>(r: &mut R) -> Result<(u64, u8), 
     Ok((delta, status))
 }
 
+/// Reads REPEAT entries from `r` into `timestamps` and `statuses` (as many as both hold,
+/// or until a read fails), accumulating the deltas onto `time`; returns how many were
+/// read, with `r` after the last whole one. The same rule as [`read_repeat_entry`], in a
+/// loop that takes the usual entry (a delta under 128, as at any rate above 8 kHz, then
+/// the status) without the general varint decode.
+#[inline(always)]
+pub(crate) fn read_repeat_entries(
+    r: &mut SliceReader<'_>,
+    time: &mut u64,
+    timestamps: &mut [u64],
+    statuses: &mut [u8],
+) -> usize {
+    let want = timestamps.len().min(statuses.len());
+    let bytes = r.bytes;
+    let mut n = 0;
+    while n < want {
+        if let Some(&[delta, status]) = bytes.get(r.pos..r.pos + 2) {
+            if delta < 0x80 {
+                *time = time.wrapping_add(delta as u64);
+                timestamps[n] = *time;
+                statuses[n] = status;
+                r.pos += 2;
+                n += 1;
+                continue;
+            }
+        }
+        let at = r.pos;
+        let Ok((delta, status)) = read_repeat_entry(r) else {
+            r.pos = at;
+            break;
+        };
+        *time = time.wrapping_add(delta);
+        timestamps[n] = *time;
+        statuses[n] = status;
+        n += 1;
+    }
+    n
+}
+
+/// Reads the status bytes of REPEAT entries from `r` into `statuses` (as many as it
+/// holds, or until a read fails), skipping their deltas; returns how many were read,
+/// with `r` after the last whole one. The same rule as [`read_repeat_entry`], for readers
+/// that count samples and never look at their times: four usual entries (a delta under
+/// 128, then the status) are taken from one 8-byte word.
+#[inline(always)]
+pub(crate) fn read_repeat_statuses(r: &mut SliceReader<'_>, statuses: &mut [u8]) -> usize {
+    /// The high bit of bytes 0, 2, 4 and 6 of a little-endian word: the four deltas.
+    const DELTA_HIGH_BITS: u64 = 0x0080_0080_0080_0080;
+    let bytes = r.bytes;
+    let want = statuses.len();
+    let mut n = 0;
+    while n < want {
+        if want - n >= 4 {
+            if let Some(word) = bytes.get(r.pos..r.pos + 8) {
+                let word: &[u8; 8] = word.try_into().expect("eight bytes");
+                if u64::from_le_bytes(*word) & DELTA_HIGH_BITS == 0 {
+                    statuses[n..n + 4].copy_from_slice(&[word[1], word[3], word[5], word[7]]);
+                    r.pos += 8;
+                    n += 4;
+                    continue;
+                }
+            }
+        }
+        let at = r.pos;
+        let Ok((_, status)) = read_repeat_entry(r) else {
+            r.pos = at;
+            break;
+        };
+        statuses[n] = status;
+        n += 1;
+    }
+    n
+}
+
 /// A REPEAT count checked against the bytes left after it: each entry takes two
 /// bytes or more. CPython checks it when the whole region is at hand.
 #[inline(always)]
@@ -386,6 +460,63 @@ impl SliceReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The batch readers take the same entries as one `read_repeat_entry` after another,
+    /// and stop at the same byte: one- to ten-byte deltas, statuses with the high bit
+    /// set, and every truncation, including an over-long varint.
+    #[test]
+    fn repeat_batches_read_what_single_entries_read() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..200 {
+            let mut bytes = Vec::new();
+            for _ in 0..(next() % 40) {
+                let r = next();
+                // Mostly one-byte deltas, as at high rates; some long ones.
+                let delta = if r % 5 == 0 { r >> (r % 60) } else { r % 128 };
+                crate::tach::varint::encode_u64(&mut bytes, delta);
+                bytes.push((next() >> 3) as u8);
+            }
+            if case % 7 == 0 {
+                bytes.extend_from_slice(&[0xff; 11]);
+            }
+            for cut in 0..=bytes.len() {
+                let bytes = &bytes[..cut];
+                let mut one = SliceReader { bytes, pos: 0 };
+                let (mut times, mut stats) = (Vec::new(), Vec::new());
+                let mut t = 7u64;
+                while let Ok((delta, status)) = read_repeat_entry(&mut one) {
+                    t = t.wrapping_add(delta);
+                    times.push(t);
+                    stats.push(status);
+                }
+                let whole: usize = {
+                    let mut r = SliceReader { bytes, pos: 0 };
+                    for _ in 0..stats.len() {
+                        read_repeat_entry(&mut r).unwrap();
+                    }
+                    r.pos
+                };
+                let mut r = SliceReader { bytes, pos: 0 };
+                let mut time = 7u64;
+                let (mut ts, mut ss) = (vec![0u64; 64], vec![0u8; 64]);
+                let n = read_repeat_entries(&mut r, &mut time, &mut ts, &mut ss);
+                assert_eq!((&ts[..n], &ss[..n], r.pos), (&times[..], &stats[..], whole));
+                let mut r = SliceReader { bytes, pos: 0 };
+                let n = read_repeat_statuses(&mut r, &mut ss);
+                assert_eq!(
+                    (&ss[..n], r.pos),
+                    (&stats[..], whole),
+                    "case {case} cut {cut}"
+                );
+            }
+        }
+    }
 
     /// `possible` is exactly "some depth accepts it", for every kind and small counts
     /// around the limit.

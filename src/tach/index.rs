@@ -148,7 +148,53 @@ impl ProfileIndex {
         if filter.needs_origin() {
             return Self::build_sequential(file, filter);
         }
-        Ok(Self::from_counts(&StackCounts::count(file)?, filter))
+        let counts = StackCounts::count(file)?;
+        if filter.is_empty() {
+            return Ok(Self::from_all_counts(counts));
+        }
+        Ok(Self::from_counts(&counts, filter))
+    }
+
+    /// The index of every group of `counts`: the same as [`Self::from_counts`] with an
+    /// empty filter, without interning each stack a second time. The counts' stack ids
+    /// are already the ones that pass would give: each stack is interned where its first
+    /// group is made, so stack ids follow the groups' order.
+    fn from_all_counts(counts: StackCounts) -> Self {
+        let mut thread_at: Vec<Option<usize>> = vec![None; counts.threads.len()];
+        let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
+        let mut threads: Vec<ThreadProfile> = Vec::new();
+        let mut total = 0u64;
+        for g in &counts.groups {
+            let Some(&(thread_id, interpreter_id)) = counts.threads.get(g.thread as usize) else {
+                continue;
+            };
+            let t = *thread_at[g.thread as usize].get_or_insert_with(|| {
+                threads.push(ThreadProfile {
+                    thread_id,
+                    interpreter_id,
+                    samples: 0,
+                    stacks: Vec::new(),
+                    status_counts: Box::new([0; 256]),
+                });
+                per_thread_stack.push(HashMap::default());
+                threads.len() - 1
+            });
+            let tp = &mut threads[t];
+            let list = &mut tp.stacks;
+            let entry = *per_thread_stack[t].entry(g.stack).or_insert_with(|| {
+                list.push((g.stack, 0));
+                list.len() - 1
+            });
+            tp.stacks[entry].1 += g.samples;
+            tp.samples += g.samples;
+            tp.status_counts[g.status as usize] += g.samples;
+            total += g.samples;
+        }
+        ProfileIndex {
+            stacks: counts.stacks,
+            threads,
+            total_samples: total,
+        }
     }
 
     /// The index of the groups of `counts` that `filter`'s threads and statuses keep

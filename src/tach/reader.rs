@@ -406,6 +406,15 @@ impl<'a> SampleStream<'a> {
             .map_err(|at| TachError::format(path, at))
     }
 
+    /// This stream for a reader that counts samples and never reads their times:
+    /// [`next_run`](Self::next_run)'s runs then carry no times (`timestamps_us` is
+    /// empty), and REPEAT records, most of a file's bytes, are read without decoding
+    /// their deltas. Errors are found and reported exactly as before.
+    pub fn untimed(mut self) -> Self {
+        self.decoder.set_timed(false);
+        self
+    }
+
     /// The next run of samples with one stack (see [`Run`]), `Ok(None)` at the end.
     #[inline(always)]
     pub fn next_run(&mut self) -> Result<Option<Run<'_>>> {

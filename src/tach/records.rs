@@ -64,7 +64,8 @@ pub struct Run<'a> {
     /// stack.
     pub stack_changed: bool,
     pub kind: RecordKind,
-    /// Each sample's time, in order; never empty.
+    /// Each sample's time, in order; never empty, except from a stream made
+    /// [`untimed`](crate::tach::SampleStream::untimed), where it is always empty.
     pub timestamps_us: &'a [u64],
     /// Each sample's status byte, in the same order.
     pub statuses: &'a [u8],
@@ -164,6 +165,9 @@ pub struct SampleDecoder<'a, S: ByteSource> {
     run_timestamps: Box<[u64; RUN_BATCH as usize]>,
     run_statuses: Box<[u8; RUN_BATCH as usize]>,
     run_len: usize,
+    /// False when the reader counts samples and never reads their times: REPEAT
+    /// entries' deltas are then skipped, and runs carry no times.
+    timed: bool,
 }
 
 /// Settings of a decoder taken from the header.
@@ -205,7 +209,13 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             run_timestamps: Box::new([0; RUN_BATCH as usize]),
             run_statuses: Box::new([0; RUN_BATCH as usize]),
             run_len: 0,
+            timed: true,
         }
+    }
+
+    /// See [`crate::tach::SampleStream::untimed`].
+    pub fn set_timed(&mut self, timed: bool) {
+        self.timed = timed;
     }
 
     pub fn mix(&self) -> &RecordMix {
@@ -517,23 +527,17 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             bytes: self.src.window(),
             pos: self.pos,
         };
-        let mut n = 0;
-        // After the last whole entry: a failed read may have taken part of one.
-        let mut end = r.pos;
-        let slots = self.run_timestamps[..want]
-            .iter_mut()
-            .zip(&mut self.run_statuses[..want]);
-        for (timestamp, status) in slots {
-            let Ok((delta, s)) = grammar::read_repeat_entry(&mut r) else {
-                break;
-            };
-            end = r.pos;
-            time = time.wrapping_add(delta);
-            *timestamp = time;
-            *status = s;
-            n += 1;
-        }
-        self.pos = end;
+        let mut n = if self.timed {
+            grammar::read_repeat_entries(
+                &mut r,
+                &mut time,
+                &mut self.run_timestamps[..want],
+                &mut self.run_statuses[..want],
+            )
+        } else {
+            grammar::read_repeat_statuses(&mut r, &mut self.run_statuses[..want])
+        };
+        self.pos = r.pos;
         if n == 0 {
             let (delta, status) = grammar::read_repeat_entry(self)?;
             time = time.wrapping_add(delta);
@@ -563,7 +567,11 @@ impl<'a, S: ByteSource> SampleDecoder<'a, S> {
             stack: &t.stack,
             stack_changed,
             kind,
-            timestamps_us: &self.run_timestamps[..self.run_len],
+            timestamps_us: if self.timed {
+                &self.run_timestamps[..self.run_len]
+            } else {
+                &[]
+            },
             statuses: &self.run_statuses[..self.run_len],
         }
     }
