@@ -14,6 +14,7 @@
 mod async_stacks;
 mod diagnostics;
 mod native;
+mod pausing;
 mod resolution;
 mod session;
 #[cfg(test)]
@@ -40,14 +41,13 @@ use super::asyncio::{AsyncMode, StackItem, Task, TaskReader};
 use super::clock::{monotonic_us, thread_cpu_sec};
 use super::layout::{InterpreterLayout, Offsets, OpcodeTables};
 use super::memory::{MemoryReader, ReadError};
-use super::pause::{Pauser, ThreadPause};
-use super::ptrace_pause::PtracePauser;
 use super::resolve::{CodeCache, Types};
 
 /// Status byte bits, with CPython's meanings.
 pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
 
 use diagnostics::Diagnostics;
+use pausing::Pausing;
 pub use session::Session;
 use thread_memo::ThreadMemo;
 use window::{Window, WINDOW_MIN_PAGES};
@@ -249,11 +249,8 @@ pub struct Sampler {
     stack_pages: u64,
     /// Samples written so far, for [`Session::samples_written`].
     progress: Arc<AtomicU64>,
-    /// Pauses the GIL holder during a tick (`RecordOptions::blocking`): with a signal
-    /// in-process, with ptrace from outside.
-    pauser: Option<Box<dyn ThreadPause>>,
-    /// The thread paused this tick and whether it was on a CPU just before.
-    paused_on_cpu: Option<(u64, bool)>,
+    /// The pauser and the thread it paused this tick.
+    pausing: Pausing,
     /// `--async-aware`: reads the target's asyncio tasks.
     tasks: Option<TaskReader>,
     /// What goes above the running task's frames in this sample: its `<task>` frame and
@@ -324,6 +321,7 @@ impl Sampler {
         } else {
             None
         };
+        let native_on = native.is_some();
         Ok(Sampler {
             target,
             opts,
@@ -349,15 +347,7 @@ impl Sampler {
             diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
             stack_pages: WINDOW_MIN_PAGES,
             progress: Arc::new(AtomicU64::new(0)),
-            pauser: match native {
-                // Every sampled thread is stopped in turn, given the time to stop.
-                Some(_) => Some(Box::new(PtracePauser::with_stop_timeout(
-                    target_pid as i32,
-                    super::ptrace_pause::NATIVE_STOP_TIMEOUT,
-                ))),
-                None => opts_blocking.then(|| pauser_for(target_pid)).flatten(),
-            },
-            paused_on_cpu: None,
+            pausing: Pausing::new(target_pid, opts_blocking, native_on),
             tasks,
             async_items: Vec::new(),
             task_names: Vec::new(),
@@ -378,12 +368,7 @@ impl Sampler {
         self.stats.ticks += 1;
         let ok = self.sample_all(now_us).unwrap_or(false);
         let ok = !std::mem::take(&mut self.native_error) && ok;
-        // A tick that ended early (a read error) must not leave a thread paused.
-        if let Some(p) = &mut self.pauser {
-            p.settle();
-        }
-
-        self.paused_on_cpu = None;
+        self.pausing.settle();
         if !ok {
             self.stats.error_ticks += 1;
         }
@@ -401,8 +386,8 @@ impl Sampler {
             if let Some(retries) = lines.next() {
                 eprintln!("tach: {retries}");
             }
-            if let Some(p) = &self.pauser {
-                eprintln!("tach: {} pauses, {} timed out", p.paused(), p.timeouts());
+            if let Some((paused, timeouts)) = self.pausing.counts() {
+                eprintln!("tach: {paused} pauses, {timeouts} timed out");
             }
             for line in lines {
                 eprintln!("tach: {line}");
@@ -435,9 +420,9 @@ impl Sampler {
         s.code_objects = self.cache.resolved;
         s.reused_addresses = self.cache.reused;
         s.sampler_cpu_sec = thread_cpu_sec();
-        if let Some(p) = &self.pauser {
-            s.paused_ticks = p.paused();
-            s.pause_timeouts = p.timeouts();
+        if let Some((paused, timeouts)) = self.pausing.counts() {
+            s.paused_ticks = paused;
+            s.pause_timeouts = timeouts;
         }
         self.writer.set_stats(Stats::new(
             s.duration_sec,
@@ -477,14 +462,4 @@ fn task_reader(target: &Target) -> Result<TaskReader, TachError> {
         .map_err(|e| TachError::Usage(format!("reading _Py_DebugOffsets: {e}")))?;
     TaskReader::new(target.pid as i32, &raw, minor, target.layout.offsets())
         .map_err(|e| TachError::Usage(e.to_string()))
-}
-
-/// Our own threads are paused with a signal, another process's with ptrace.
-fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
-    // SAFETY: getpid has no preconditions.
-    if pid == unsafe { libc::getpid() } as u64 {
-        Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
-    } else {
-        Some(Box::new(PtracePauser::new(pid as i32)))
-    }
 }

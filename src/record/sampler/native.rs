@@ -83,18 +83,7 @@ impl Sampler {
     /// thread is sampled: that one's Python stack cannot change while it is stopped).
     /// Whether it is stopped.
     pub(super) fn native_stop(&mut self, tid: u64) -> bool {
-        if self.native.is_none() {
-            return false;
-        }
-        let Some(pauser) = self.pauser.as_mut() else {
-            return false;
-        };
-        if pauser.ptrace_stopped() == Some(tid) {
-            return true;
-        }
-        let stopped = pauser.pause(tid);
-        self.paused_on_cpu = None;
-        stopped
+        self.native.is_some() && self.pausing.stop(tid)
     }
 
     /// Replaces the Python stack just read (`self.stack`, with `self.stack_runs`) by the

@@ -146,7 +146,7 @@ impl Sampler {
             if let (false, Some((lo, _))) = (o.gil.in_runtime, gil) {
                 gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
             }
-            if let (Some(_), Some(state)) = (&self.pauser, gil_state) {
+            if let (true, Some(state)) = (self.pausing.enabled(), gil_state) {
                 if n_interp == 1 {
                     gil_state = Some(self.pause_gil_holder(&o, interp, state));
                 }
@@ -243,74 +243,10 @@ impl Sampler {
             interp = next_interp;
         }
         self.small_buf = buf;
-        if let Some(p) = &mut self.pauser {
-            p.resume();
-        }
-        self.paused_on_cpu = None;
+        self.pausing.resume();
         // Forget /proc handles of threads that are gone.
         self.memo.forget_unseen();
         Ok(ok)
-    }
-
-    /// Pauses the thread that holds the main interpreter's GIL, so that no thread's
-    /// Python stack changes while the tick reads them, and returns the GIL state that
-    /// holds while it is paused. The holder can drop the GIL between the read of the
-    /// state and the pause; the state is read again once paused, and a new holder is
-    /// paused instead (a few times at most). With no holder, or a thread that cannot be
-    /// paused in time, the tick reads running threads as without the pause.
-    pub(super) fn pause_gil_holder(
-        &mut self,
-        o: &Offsets,
-        interp: u64,
-        mut state: (bool, u64),
-    ) -> (bool, u64) {
-        let Some((lo, len)) = gil_span(o) else {
-            return state;
-        };
-        let base = if o.gil.in_runtime {
-            self.target.runtime
-        } else {
-            interp
-        };
-        let mut gil = [0u8; 64];
-        let Some(gil) = gil.get_mut(..len) else {
-            return state;
-        };
-        for _ in 0..3 {
-            let (locked, holder) = state;
-            if !locked || holder == 0 {
-                return state;
-            }
-            let Some(tid) = self.tid_of_tstate(o, holder) else {
-                return state;
-            };
-            if self.pauser.is_none() || tid == 0 {
-                return state;
-            }
-            // Paused, the thread is in a signal handler or stopped by ptrace (`t`): its
-            // scheduling state is the one it had just before.
-            let before = self.on_cpu(tid);
-            let Some(pauser) = self.pauser.as_mut() else {
-                return state;
-            };
-            if !pauser.pause(tid) {
-                return state;
-            }
-            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
-                return state;
-            }
-            let now = gil_fields(o, gil, lo);
-            self.paused_on_cpu = before.map(|b| (tid, b));
-            if now == state {
-                return state;
-            }
-            state = now;
-        }
-        if let Some(p) = &mut self.pauser {
-            p.resume();
-        }
-        self.paused_on_cpu = None;
-        state
     }
 
     /// The kernel thread id of the thread state whose image is `ts`: its
@@ -337,7 +273,7 @@ impl Sampler {
     }
 
     /// The kernel thread id of the thread state at `tstate`, read now.
-    fn tid_of_tstate(&self, o: &Offsets, tstate: u64) -> Option<u64> {
+    pub(super) fn tid_of_tstate(&self, o: &Offsets, tstate: u64) -> Option<u64> {
         let mem = &self.target.mem;
         match o.thread.pthread_tid {
             None => mem
@@ -353,10 +289,8 @@ impl Sampler {
     /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as
     /// CPython checks)? `None` when it cannot tell.
     pub(super) fn on_cpu(&mut self, tid: u64) -> Option<bool> {
-        if let Some((paused, state)) = self.paused_on_cpu {
-            if paused == tid {
-                return Some(state);
-            }
+        if let Some(state) = self.pausing.on_cpu_before(tid) {
+            return Some(state);
         }
         self.memo.on_cpu(self.target.pid, tid)
     }
