@@ -275,8 +275,6 @@ pub struct Sampler {
     /// `--native`: the unwinder and the pauser of threads the GIL holder's pause does
     /// not stop.
     native: Option<Box<native::NativeSide>>,
-    /// A native stack of this tick could not be read or spliced.
-    native_error: bool,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -359,7 +357,6 @@ impl Sampler {
             raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
             run_count: 0,
             native,
-            native_error: false,
         })
     }
 
@@ -367,7 +364,11 @@ impl Sampler {
     pub fn tick(&mut self, now_us: u64) -> bool {
         self.stats.ticks += 1;
         let ok = self.sample_all(now_us).unwrap_or(false);
-        let ok = !std::mem::take(&mut self.native_error) && ok;
+        let native_error = self
+            .native
+            .as_deref_mut()
+            .is_some_and(native::NativeSide::take_tick_error);
+        let ok = !native_error && ok;
         self.pausing.settle();
         if !ok {
             self.stats.error_ticks += 1;

@@ -1,11 +1,15 @@
 //! `--native`: each sampled thread's native stack, walked while the thread is stopped,
 //! with the Python frames read spliced in where the eval loop runs them (`native`).
 
-use super::*;
 use crate::record::native::splice::{self, NativeKind, Splice};
 use crate::record::native::{registers, NativeStats, NativeUnwinder};
+use crate::tach::{Location, TachError, MAX_STACK_DEPTH};
 
-/// The sampler's native side.
+use super::super::memory::ReadError;
+use super::Sampler;
+
+/// The sampler's native side: the unwinder, what a splice reuses from one thread to the
+/// next, and whether a native stack of this tick went wrong (the tick counts as an error).
 pub(super) struct NativeSide {
     unwinder: NativeUnwinder,
     kinds: Vec<NativeKind>,
@@ -16,6 +20,8 @@ pub(super) struct NativeSide {
     /// threads were last counted against them.
     seen_threads: std::collections::HashSet<u64>,
     last_thread_count: std::time::Instant,
+    /// A native stack of this tick could not be read or spliced.
+    tick_error: bool,
 }
 
 /// Threads remembered for counting those without Python.
@@ -34,6 +40,7 @@ impl NativeSide {
             entry_frames: Vec::new(),
             seen_threads: Default::default(),
             last_thread_count: std::time::Instant::now(),
+            tick_error: false,
         })
     }
 
@@ -69,6 +76,11 @@ impl NativeSide {
         if self.entry_frames.len() < MAX_STACK_DEPTH {
             self.entry_frames.push(addr);
         }
+    }
+
+    /// Whether a native stack of this tick went wrong; the next tick starts without.
+    pub(super) fn take_tick_error(&mut self) -> bool {
+        std::mem::take(&mut self.tick_error)
     }
 
     pub(super) fn stats(&self) -> &NativeStats {
@@ -113,7 +125,7 @@ impl Sampler {
         n.kinds.clear();
         let writer = &mut self.writer;
         let mut intern = |file: &str, func: &str, line: i32| {
-            let loc = (line >= 0).then_some(crate::tach::Location {
+            let loc = (line >= 0).then_some(Location {
                 lineno: line,
                 end_lineno: line,
                 column: -1,
@@ -141,7 +153,7 @@ impl Sampler {
                 if how == Splice::Truncated
                     || (how == Splice::PythonAfter && !self.stack.is_empty())
                 {
-                    self.native_error = true;
+                    n.tick_error = true;
                 }
                 n.merged.truncate(MAX_STACK_DEPTH);
                 std::mem::swap(&mut self.stack, &mut n.merged);
