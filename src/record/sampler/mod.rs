@@ -24,7 +24,6 @@ mod threads;
 mod unwind;
 mod window;
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -37,19 +36,21 @@ use crate::tach::{
     MAX_STACK_DEPTH,
 };
 
-use super::asyncio::{AsyncMode, StackItem, Task, TaskReader};
+use super::asyncio::AsyncMode;
 use super::clock::{monotonic_us, thread_cpu_sec};
-use super::layout::{InterpreterLayout, Offsets, OpcodeTables};
-use super::memory::{MemoryReader, ReadError};
+use super::layout::{InterpreterLayout, OpcodeTables};
+use super::memory::MemoryReader;
 use super::resolve::{CodeCache, Types};
 
 /// Status byte bits, with CPython's meanings.
 pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
 
+use async_stacks::AsyncTasks;
 use diagnostics::Diagnostics;
 use pausing::Pausing;
 pub use session::Session;
 use thread_memo::ThreadMemo;
+use threads::GcState;
 use window::{Window, WINDOW_MIN_PAGES};
 
 /// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
@@ -197,7 +198,8 @@ pub struct RecordStats {
 
 /// `RawFrame::code` of the synthetic `<GC>` frame.
 const GC_MARK: u64 = u64::MAX;
-/// `RawFrame::code` of a `<task>` frame; its `instr` indexes `Sampler::task_names`.
+/// `RawFrame::code` of a `<task>` frame; its `instr` indexes the sample's task names
+/// (`AsyncTasks`).
 const TASK_MARK: u64 = u64::MAX - 1;
 
 /// A synthetic frame (`<GC>`, `<task>`), not a code object.
@@ -239,10 +241,8 @@ pub struct Sampler {
     /// Where each of `codes` was read in `header_buf`: (start, length).
     code_at: Vec<(usize, usize)>,
     small_buf: Vec<u8>,
-    /// The current interpreter's garbage collector: (collecting, triggering frame).
-    gc_state: (bool, u64),
-    /// Writer index of the `<GC>` frame, once interned.
-    gc_frame_id: Option<u32>,
+    /// The current interpreter's garbage collector, and the `<GC>` frame.
+    gc: GcState,
     /// Why samples were dropped and reads taken again (`TACH_RECORD_DEBUG`).
     diagnostics: Diagnostics,
     /// Pages of data stack the last walk spanned: what the next snapshot reads.
@@ -251,22 +251,8 @@ pub struct Sampler {
     progress: Arc<AtomicU64>,
     /// The pauser and the thread it paused this tick.
     pausing: Pausing,
-    /// `--async-aware`: reads the target's asyncio tasks.
-    tasks: Option<TaskReader>,
-    /// What goes above the running task's frames in this sample: its `<task>` frame and
-    /// the tasks awaiting it, innermost first.
-    async_items: Vec<StackItem>,
-    /// Names of the `<task>` frames of the sample being resolved.
-    task_names: Vec<String>,
-    /// Writer index of each `<task>` frame, by task name.
-    task_frame_ids: HashMap<String, u32>,
-    /// Where the walk met the frame the stack is cut at (the running task's coroutine):
-    /// how many frames it had then.
-    cut_found: Option<usize>,
-    /// `--async-mode all`: the tasks read this tick, with the thread they belong to and
-    /// its status.
-    tick_tasks: HashMap<u64, Task>,
-    task_threads: HashMap<u64, (u64, u8)>,
+    /// `--async-aware`: the target's asyncio tasks.
+    tasks: AsyncTasks,
     /// Per frame of `stack`, which call of the eval loop runs it (0: the innermost);
     /// per raw frame the same, and how many calls the stack has (`--native`).
     stack_runs: Vec<u32>,
@@ -300,10 +286,7 @@ impl Sampler {
             .python_version(version)
             .journal(Some(crate::tach::journal::journal_path(&opts.path)))
             .create(&opts.path)?;
-        let tasks = match opts.async_mode {
-            Some(_) => Some(task_reader(&target)?),
-            None => None,
-        };
+        let tasks = AsyncTasks::new(&target, opts.async_mode)?;
         let o = target.layout.offsets();
         let tstate_buf = vec![0u8; o.thread.size as usize];
         let frame_buf = vec![0u8; o.frame.size as usize];
@@ -340,19 +323,12 @@ impl Sampler {
             code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
             code_at: Vec::with_capacity(64),
             small_buf: Vec::with_capacity(256),
-            gc_state: (false, 0),
-            gc_frame_id: None,
+            gc: GcState::default(),
             diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
             stack_pages: WINDOW_MIN_PAGES,
             progress: Arc::new(AtomicU64::new(0)),
             pausing: Pausing::new(target_pid, opts_blocking, native_on),
             tasks,
-            async_items: Vec::new(),
-            task_names: Vec::new(),
-            task_frame_ids: HashMap::new(),
-            cut_found: None,
-            tick_tasks: HashMap::new(),
-            task_threads: HashMap::new(),
             stack_runs: Vec::with_capacity(MAX_STACK_DEPTH),
             raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
             run_count: 0,
@@ -444,23 +420,4 @@ impl Sampler {
         }
         stats
     }
-}
-
-/// The task reader for `--async-aware`: CPython 3.14 and 3.15 (from outside or
-/// in-process: the reader reads the target's memory either way), the others refused by
-/// name.
-fn task_reader(target: &Target) -> Result<TaskReader, TachError> {
-    let (major, minor, _) = target.layout.version();
-    if major != 3 || !(14..=15).contains(&minor) {
-        return Err(TachError::Usage(
-            super::asyncio::AsyncError::Unsupported(major, minor).to_string(),
-        ));
-    }
-    let mut raw = vec![0u8; super::layout::DEBUG_OFFSETS_READ];
-    target
-        .mem
-        .read(target.runtime, &mut raw)
-        .map_err(|e| TachError::Usage(format!("reading _Py_DebugOffsets: {e}")))?;
-    TaskReader::new(target.pid as i32, &raw, minor, target.layout.offsets())
-        .map_err(|e| TachError::Usage(e.to_string()))
 }

@@ -101,7 +101,7 @@ impl Sampler {
         // (code, instr, frame index or None if left out, on a return instruction) of the
         // previous frame: deep recursion repeats the same frame many times.
         let mut last: Option<(u64, u64, Option<u32>, bool)> = None;
-        let gc_id = self.gc_frame_id;
+        let gc_id = self.gc.frame_id();
         let returning = |stack: &mut Vec<u32>, runs: &mut Vec<u32>| {
             // A frame on its return instruction has unlinked its callees: the frames
             // above it in the chain were read after the thread had left them.
@@ -113,31 +113,12 @@ impl Sampler {
         let mut unit = 0usize;
         for (i, f) in self.raw.iter().enumerate() {
             if f.code == TASK_MARK {
-                let name = self
-                    .task_names
-                    .get(f.instr as usize)
-                    .map_or("", |n| n.as_str());
-                let id = match self.task_frame_ids.get(name) {
-                    Some(&id) => id,
-                    None => {
-                        // As CPython's collector makes it: file `<task>`, no location.
-                        let id = self.writer.frame("<task>", name, None, None);
-                        self.task_frame_ids.insert(name.to_string(), id);
-                        id
-                    }
-                };
+                let id = self.tasks.task_frame(f.instr, &mut self.writer);
                 self.stack.push(id);
                 continue;
             }
             if f.code == GC_MARK {
-                let id = match self.gc_frame_id {
-                    Some(id) => id,
-                    None => {
-                        let id = self.writer.frame("~", "<GC>", None, None);
-                        self.gc_frame_id = Some(id);
-                        id
-                    }
-                };
+                let id = self.gc.intern(&mut self.writer);
                 self.stack.push(id);
                 self.stack_runs.push(self.raw_runs[i]);
                 continue;

@@ -4,7 +4,9 @@
 use crate::tach::filter::status::{
     GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
 };
-use crate::tach::ProfilingMode;
+use std::io::{Seek, Write};
+
+use crate::tach::{ProfilingMode, Writer};
 
 use super::super::asyncio::AsyncMode;
 use super::super::layout::{field_i32, field_u64, Offsets};
@@ -45,6 +47,32 @@ pub(super) struct StackRead<'a> {
     /// `--async-aware`: the running task's coroutine frame, where the stack is cut
     /// (its callers are the event loop's).
     pub cut: Option<u64>,
+}
+
+/// The garbage collector of the interpreter being sampled, as this tick read it, and the
+/// `<GC>` frame that marks a collection in the stacks.
+#[derive(Debug, Default)]
+pub(super) struct GcState {
+    /// A collection runs.
+    pub collecting: bool,
+    /// 3.15: the frame that triggered it (0: not known).
+    pub trigger: u64,
+    /// Writer index of the `<GC>` frame, once interned.
+    frame_id: Option<u32>,
+}
+
+impl GcState {
+    /// The `<GC>` frame's writer index, if it was interned.
+    pub(super) fn frame_id(&self) -> Option<u32> {
+        self.frame_id
+    }
+
+    /// The `<GC>` frame's writer index, interned the first time.
+    pub(super) fn intern<W: Write + Seek>(&mut self, writer: &mut Writer<W>) -> u32 {
+        *self
+            .frame_id
+            .get_or_insert_with(|| writer.frame("~", "<GC>", None, None))
+    }
 }
 
 /// Offset and length of the interpreter fields a tick reads (id, next, threads head).
@@ -103,7 +131,7 @@ impl Sampler {
         };
         self.memo.begin_tick();
         // Async-aware, every thread is looked at: any of them may run a loop.
-        let visit_all = self.opts.all_threads || self.tasks.is_some();
+        let visit_all = self.opts.all_threads || self.tasks.enabled();
         let (ilo, ilen) = interp_span(&o);
         let mut n_interp = 0;
         while interp != 0 && n_interp < MAX_INTERPRETERS {
@@ -129,7 +157,7 @@ impl Sampler {
                 ok = false;
                 break;
             }
-            self.gc_state = if gc_fields {
+            (self.gc.collecting, self.gc.trigger) = if gc_fields {
                 (
                     field_i32(&buf, gc_at as u64).unwrap_or(0) != 0,
                     field_u64(&buf, gc_at as u64 + 4).unwrap_or(0),
@@ -434,7 +462,7 @@ impl Sampler {
         // The exception state is read in the same system call as the stack, just after
         // it: read before, it can belong to another moment than the stack.
         let exc_fields = self.exception_fields(o, tstate);
-        let (collecting, gc_frame) = self.gc_state;
+        let (collecting, gc_frame) = (self.gc.collecting, self.gc.trigger);
         // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
         // CPython puts it. Earlier versions only say that a collection runs: the thread
         // running it holds the GIL, and the collection sits on top of its stack.
@@ -501,5 +529,26 @@ impl Sampler {
         }
         self.write_stack(tid, interp_id, now_us, status);
         Ok(())
+    }
+
+    /// Writes `self.stack` as a sample of thread `tid`.
+    pub(super) fn write_stack(&mut self, tid: u64, interp_id: u32, now_us: u64, status: u8) {
+        match self
+            .writer
+            .write_sample(tid, interp_id, now_us, status, &self.stack)
+        {
+            Ok(()) => {
+                self.stats.samples += 1;
+                if let Some(sink) = &self.opts.sink {
+                    let (frames, strings) = (self.writer.frames(), self.writer.strings());
+                    sink.sample(tid, status, &self.stack, frames, strings);
+                }
+            }
+            Err(e) => {
+                if self.write_error.is_none() {
+                    self.write_error = Some(e.to_string());
+                }
+            }
+        }
     }
 }

@@ -155,7 +155,7 @@ impl Sampler {
                 }
             }
         };
-        self.cut_found = None;
+        self.tasks.cut_found = None;
         let complete = self.walk(o, frame, read.gc_at, read.cut, may_retry)?;
         let base = o
             .thread
@@ -177,10 +177,10 @@ impl Sampler {
             // machinery of its step runs around its coroutine (scheduling the next step,
             // calling done callbacks): the coroutine is not on the stack then, and the
             // whole stack goes under the task, as CPython's sampler puts it.
-            if let Some(k) = self.cut_found {
+            if let Some(k) = self.tasks.cut_found {
                 self.raw.truncate(k);
             }
-            self.append_async_items();
+            self.tasks.append_items(&mut self.raw);
         }
         if read.gc_on_top {
             self.raw.insert(
@@ -340,8 +340,8 @@ impl Sampler {
                         owner,
                         called_python: callee_python,
                     });
-                    if cut == Some(frame) && self.cut_found.is_none() {
-                        self.cut_found = Some(self.raw.len());
+                    if cut == Some(frame) && self.tasks.cut_found.is_none() {
+                        self.tasks.cut_found = Some(self.raw.len());
                     }
                     // 3.11: the first frame of an eval loop was called from C.
                     let entry = o
