@@ -20,7 +20,8 @@ use super::super::asyncio::{
 };
 use super::super::layout::{Offsets, DEBUG_OFFSETS_READ};
 use super::super::memory::ReadError;
-use super::{RawFrame, Sampler, Target, FRAME_OWNED_BY_GENERATOR, TASK_MARK};
+use super::stack::{RawFrame, TASK_MARK};
+use super::{Sampler, Target, FRAME_OWNED_BY_GENERATOR};
 
 /// `--async-aware`: the reader of the target's asyncio tasks, and what it read for the
 /// sample being made (the tasks above the running one, the `<task>` frames' names) or,
@@ -282,8 +283,8 @@ impl Sampler {
             let (tid, status) = threads.get(&leaf).copied().unwrap_or((0, 0));
             self.tasks.items.clear();
             asyncio::linear_stack(leaf, &tasks, &mut self.tasks.items);
-            self.raw.clear();
-            self.tasks.append_items(&mut self.raw);
+            self.stack.raw.clear();
+            self.tasks.append_items(&mut self.stack.raw);
             if let Err(e) = self.resolve_stack(o) {
                 self.diagnostics.dropped(e);
                 self.stats.dropped += 1;

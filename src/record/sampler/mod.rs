@@ -7,9 +7,15 @@
 //!
 //! By concern: `window` (the page window and the snapshot), `threads` (one tick over
 //! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
-//! to frame indices) and `session` (the sampling loop and its thread). Parts of the
-//! state with methods of their own: `thread_memo` (what is remembered of each thread
-//! between ticks) and `diagnostics` (why samples were dropped or read again).
+//! to frame indices), `async_stacks` (`--async-aware`), `native` (`--native`) and
+//! `session` (the sampling loop and its thread).
+//!
+//! The state is a handful of owned parts, each defined where it is used: `ReadBuffers`
+//! and `GcState` (`threads`), `SampleStack` (`stack`, the sample being made),
+//! `CodeBatch` (`resolution`), `Window` (`window`), `ThreadMemo` (`thread_memo`, what
+//! is remembered of each thread between ticks), `Diagnostics` (`diagnostics`, why
+//! samples were dropped or read again), `Pausing` (`pausing`, the pauser and the thread
+//! paused this tick), `AsyncTasks` (`async_stacks`) and `NativeSide` (`native`).
 
 mod async_stacks;
 mod diagnostics;
@@ -17,6 +23,7 @@ mod native;
 mod pausing;
 mod resolution;
 mod session;
+mod stack;
 #[cfg(test)]
 mod tests;
 mod thread_memo;
@@ -33,7 +40,6 @@ use std::time::Duration;
 
 use crate::tach::{
     CaptureFeatures, Compression, FrameEntry, ProfilingMode, Stats, TachError, Writer,
-    MAX_STACK_DEPTH,
 };
 
 use super::asyncio::AsyncMode;
@@ -48,10 +54,12 @@ pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAI
 use async_stacks::AsyncTasks;
 use diagnostics::Diagnostics;
 use pausing::Pausing;
+use resolution::CodeBatch;
 pub use session::Session;
+use stack::SampleStack;
 use thread_memo::ThreadMemo;
-use threads::GcState;
-use window::{Window, WINDOW_MIN_PAGES};
+use threads::{GcState, ReadBuffers};
+use window::Window;
 
 /// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
 const MAX_WALK: usize = 4096;
@@ -196,70 +204,39 @@ pub struct RecordStats {
     pub error: Option<String>,
 }
 
-/// `RawFrame::code` of the synthetic `<GC>` frame.
-const GC_MARK: u64 = u64::MAX;
-/// `RawFrame::code` of a `<task>` frame; its `instr` indexes the sample's task names
-/// (`AsyncTasks`).
-const TASK_MARK: u64 = u64::MAX - 1;
-
-/// A synthetic frame (`<GC>`, `<task>`), not a code object.
-fn is_mark(code: u64) -> bool {
-    code >= TASK_MARK
-}
-
-/// A raw frame: where its code object is, and its instruction pointer.
-#[derive(Debug, Clone, Copy)]
-struct RawFrame {
-    code: u64,
-    instr: u64,
-    owner: u8,
-    /// The frame above it in the chain is a Python frame it called (not a C call).
-    called_python: bool,
-}
-
-/// The sampler's state, owned by its thread.
+/// The sampler's state, owned by its thread: what it samples and writes to, and its
+/// parts (see the module's documentation).
 pub struct Sampler {
     target: Target,
     opts: RecordOptions,
     writer: Writer<BufWriter<File>>,
+    /// Code objects resolved so far, by address.
     cache: CodeCache,
     start_us: u64,
-    tstate_buf: Vec<u8>,
-    frame_buf: Vec<u8>,
-    raw: Vec<RawFrame>,
-    ranges: Vec<(u64, usize)>,
-    header_buf: Vec<u8>,
-    stack: Vec<u32>,
-    /// What is remembered of each thread between ticks.
-    memo: ThreadMemo,
     stats: RecordStats,
     /// The first error writing the file; sampling stops when set.
     write_error: Option<String>,
-    window: Window,
-    codes: Vec<u64>,
-    code_slot: Vec<usize>,
-    /// Where each of `codes` was read in `header_buf`: (start, length).
-    code_at: Vec<(usize, usize)>,
-    small_buf: Vec<u8>,
-    /// The current interpreter's garbage collector, and the `<GC>` frame.
-    gc: GcState,
-    /// Why samples were dropped and reads taken again (`TACH_RECORD_DEBUG`).
-    diagnostics: Diagnostics,
-    /// Pages of data stack the last walk spanned: what the next snapshot reads.
-    stack_pages: u64,
     /// Samples written so far, for [`Session::samples_written`].
     progress: Arc<AtomicU64>,
+    /// The images of thread states and frames a tick reads.
+    bufs: ReadBuffers,
+    /// The pages of a thread's data stack read with its frame pointer.
+    window: Window,
+    /// The stack of the sample being made.
+    stack: SampleStack,
+    /// The batched read of that stack's code objects.
+    code_batch: CodeBatch,
+    /// What is remembered of each thread between ticks.
+    memo: ThreadMemo,
+    /// Why samples were dropped and reads taken again (`TACH_RECORD_DEBUG`).
+    diagnostics: Diagnostics,
+    /// The current interpreter's garbage collector, and the `<GC>` frame.
+    gc: GcState,
     /// The pauser and the thread it paused this tick.
     pausing: Pausing,
     /// `--async-aware`: the target's asyncio tasks.
     tasks: AsyncTasks,
-    /// Per frame of `stack`, which call of the eval loop runs it (0: the innermost);
-    /// per raw frame the same, and how many calls the stack has (`--native`).
-    stack_runs: Vec<u32>,
-    raw_runs: Vec<u32>,
-    run_count: u32,
-    /// `--native`: the unwinder and the pauser of threads the GIL holder's pause does
-    /// not stop.
+    /// `--native`: the unwinder, and what splicing reuses from one thread to the next.
     native: Option<Box<native::NativeSide>>,
 }
 
@@ -287,9 +264,7 @@ impl Sampler {
             .journal(Some(crate::tach::journal::journal_path(&opts.path)))
             .create(&opts.path)?;
         let tasks = AsyncTasks::new(&target, opts.async_mode)?;
-        let o = target.layout.offsets();
-        let tstate_buf = vec![0u8; o.thread.size as usize];
-        let frame_buf = vec![0u8; o.frame.size as usize];
+        let bufs = ReadBuffers::new(target.layout.offsets());
         let stats = RecordStats {
             path: opts.path.clone(),
             ..RecordStats::default()
@@ -309,29 +284,18 @@ impl Sampler {
             writer,
             cache: CodeCache::new(),
             start_us,
-            tstate_buf,
-            frame_buf,
-            raw: Vec::with_capacity(MAX_STACK_DEPTH),
-            ranges: Vec::with_capacity(2 * MAX_STACK_DEPTH),
-            header_buf: Vec::new(),
-            stack: Vec::with_capacity(MAX_STACK_DEPTH),
-            memo: ThreadMemo::default(),
             stats,
             write_error: None,
-            window: Window::default(),
-            codes: Vec::with_capacity(64),
-            code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
-            code_at: Vec::with_capacity(64),
-            small_buf: Vec::with_capacity(256),
-            gc: GcState::default(),
-            diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
-            stack_pages: WINDOW_MIN_PAGES,
             progress: Arc::new(AtomicU64::new(0)),
+            bufs,
+            window: Window::default(),
+            stack: SampleStack::default(),
+            code_batch: CodeBatch::default(),
+            memo: ThreadMemo::default(),
+            diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
+            gc: GcState::default(),
             pausing: Pausing::new(target_pid, opts_blocking, native_on),
             tasks,
-            stack_runs: Vec::with_capacity(MAX_STACK_DEPTH),
-            raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
-            run_count: 0,
             native,
         })
     }

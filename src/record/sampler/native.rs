@@ -98,10 +98,10 @@ impl Sampler {
         self.native.is_some() && self.pausing.stop(tid)
     }
 
-    /// Replaces the Python stack just read (`self.stack`, with `self.stack_runs`) by the
-    /// thread's native stack with the Python frames spliced in. A thread that could not
-    /// be stopped, or whose stacks do not fit together, is dropped (as py-spy drops it):
-    /// its Python frames alone would move its native time to their caller.
+    /// Replaces the Python stack just read (`self.stack.frames`, with its `frame_runs`)
+    /// by the thread's native stack with the Python frames spliced in. A thread that
+    /// could not be stopped, or whose stacks do not fit together, is dropped (as py-spy
+    /// drops it): its Python frames alone would move its native time to their caller.
     pub(super) fn native_splice(&mut self, tid: u64, stopped: bool) -> Result<(), ReadError> {
         let Some(n) = self.native.as_deref_mut() else {
             return Ok(());
@@ -143,20 +143,20 @@ impl Sampler {
         n.unwinder.addrs = addrs;
         match splice::splice(
             &n.kinds,
-            &self.stack,
-            &self.stack_runs,
-            self.run_count,
+            &self.stack.frames,
+            &self.stack.frame_runs,
+            self.stack.run_count,
             truncated,
             &mut n.merged,
         ) {
             Ok(how) => {
                 if how == Splice::Truncated
-                    || (how == Splice::PythonAfter && !self.stack.is_empty())
+                    || (how == Splice::PythonAfter && !self.stack.frames.is_empty())
                 {
                     n.tick_error = true;
                 }
                 n.merged.truncate(MAX_STACK_DEPTH);
-                std::mem::swap(&mut self.stack, &mut n.merged);
+                std::mem::swap(&mut self.stack.frames, &mut n.merged);
                 Ok(())
             }
             Err(m) => {

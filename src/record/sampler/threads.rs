@@ -49,6 +49,28 @@ pub(super) struct StackRead<'a> {
     pub cut: Option<u64>,
 }
 
+/// The images a tick reads into, kept from one tick to the next so that a tick allocates
+/// nothing.
+pub(super) struct ReadBuffers {
+    /// The thread state being sampled.
+    pub tstate: Vec<u8>,
+    /// A frame read alone (outside the page window: an entry frame on the C stack, a
+    /// generator's frame in its object, a frame object).
+    pub frame: Vec<u8>,
+    /// The runtime's and the interpreters' fields.
+    pub small: Vec<u8>,
+}
+
+impl ReadBuffers {
+    pub(super) fn new(o: &Offsets) -> Self {
+        ReadBuffers {
+            tstate: vec![0u8; o.thread.size as usize],
+            frame: vec![0u8; o.frame.size as usize],
+            small: Vec::with_capacity(256),
+        }
+    }
+}
+
 /// The garbage collector of the interpreter being sampled, as this tick read it, and the
 /// `<GC>` frame that marks a collection in the stacks.
 #[derive(Debug, Default)]
@@ -118,10 +140,10 @@ impl Sampler {
         if let (true, Some((lo, len))) = (o.gil.in_runtime, gil) {
             ranges.push((runtime.wrapping_add(lo), len));
         }
-        let mut buf = std::mem::take(&mut self.small_buf);
+        let mut buf = std::mem::take(&mut self.bufs.small);
         buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
         if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
-            self.small_buf = buf;
+            self.bufs.small = buf;
             return Err(ReadError::Invalid("runtime unreadable"));
         }
         let mut interp = field_u64(&buf, 0).unwrap_or(0);
@@ -186,9 +208,9 @@ impl Sampler {
             if !visit_all {
                 if let Some((i, ts)) = self.memo.main_tstate() {
                     let still = i == interp
-                        && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
-                        && field_u64(&self.tstate_buf, o.thread.interp) == Some(interp)
-                        && self.native_tid(&o, &self.tstate_buf) == self.target.pid;
+                        && self.target.mem.read(ts, &mut self.bufs.tstate).is_ok()
+                        && field_u64(&self.bufs.tstate, o.thread.interp) == Some(interp)
+                        && self.native_tid(&o, &self.bufs.tstate) == self.target.pid;
                     if still {
                         let tid = self.target.pid;
                         if self
@@ -221,17 +243,17 @@ impl Sampler {
             let mut n = 0;
             while tstate != 0 && n < MAX_THREADS {
                 n += 1;
-                if self.target.mem.read(tstate, &mut self.tstate_buf).is_err() {
+                if self.target.mem.read(tstate, &mut self.bufs.tstate).is_err() {
                     // A thread state freed while we walked the list: stop here.
                     ok = false;
                     break;
                 }
-                if field_u64(&self.tstate_buf, o.thread.interp) != Some(interp) {
+                if field_u64(&self.bufs.tstate, o.thread.interp) != Some(interp) {
                     ok = false;
                     break;
                 }
-                let next = field_u64(&self.tstate_buf, o.thread.next).unwrap_or(0);
-                let tid = self.native_tid(&o, &self.tstate_buf);
+                let next = field_u64(&self.bufs.tstate, o.thread.next).unwrap_or(0);
+                let tid = self.native_tid(&o, &self.bufs.tstate);
                 let is_main = tid == self.target.pid;
                 // tid 0: a thread state created for a thread that has not started yet
                 // (3.13+ create it in the parent); it has no frames and no identity.
@@ -270,7 +292,7 @@ impl Sampler {
             }
             interp = next_interp;
         }
-        self.small_buf = buf;
+        self.bufs.small = buf;
         self.pausing.resume();
         // Forget /proc handles of threads that are gone.
         self.memo.forget_unseen();
@@ -333,7 +355,7 @@ impl Sampler {
             if o.thread.exc_info_is_pointer {
                 // The pointer from the thread state image: it changes only when the
                 // thread enters or leaves a generator.
-                field_u64(&self.tstate_buf, off)
+                field_u64(&self.bufs.tstate, off)
                     .filter(|&p| p != 0)
                     .map(|p| p.wrapping_add(o.thread.stackitem_exc_value))
             } else {
@@ -361,7 +383,7 @@ impl Sampler {
     /// The exception state from the thread state image and a read (the fallback when
     /// no snapshot read it with the stack).
     pub(super) fn exception_state(&self, o: &Offsets) -> bool {
-        let ts = &self.tstate_buf;
+        let ts = &self.bufs.tstate;
         if let Some(off) = o.thread.current_exception {
             if field_u64(ts, off).unwrap_or(0) != 0 {
                 return true;
@@ -398,13 +420,13 @@ impl Sampler {
         self.memo.saw(tid);
         let mut status = 0u8;
         let has_gil = match o.thread.holds_gil {
-            Some(off) => field_i32(&self.tstate_buf, off).unwrap_or(0) != 0,
+            Some(off) => field_i32(&self.bufs.tstate, off).unwrap_or(0) != 0,
             None => gil_locked && gil_holder == tstate,
         };
         if has_gil {
             status |= HAS_GIL;
         } else if let Some(off) = o.thread.gil_requested {
-            if field_i32(&self.tstate_buf, off).unwrap_or(0) != 0 {
+            if field_i32(&self.bufs.tstate, off).unwrap_or(0) != 0 {
                 status |= GIL_REQUESTED;
             }
         }
@@ -472,11 +494,11 @@ impl Sampler {
             (collecting && o.interp.gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
         let gc_on_top = collecting && o.interp.gc_frame.is_none() && has_gil;
         let layout = &self.target.layout;
-        let slot = layout.current_frame_slot(tstate, &self.tstate_buf)?;
+        let slot = layout.current_frame_slot(tstate, &self.bufs.tstate)?;
         let mut guess = match (slot, self.memo.last_frame(tid)) {
             (None, _) => 0,
             (Some(_), Some(at)) => at,
-            (Some(_), None) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
+            (Some(_), None) => layout.current_frame(&*self.target.mem, &self.bufs.tstate)?,
         };
         // The thread runs on while we read it: a read that does not validate (the
         // innermost frame moved, a frame popped under us, a chain that does not end
@@ -531,17 +553,17 @@ impl Sampler {
         Ok(())
     }
 
-    /// Writes `self.stack` as a sample of thread `tid`.
+    /// Writes `self.stack.frames` as a sample of thread `tid`.
     pub(super) fn write_stack(&mut self, tid: u64, interp_id: u32, now_us: u64, status: u8) {
         match self
             .writer
-            .write_sample(tid, interp_id, now_us, status, &self.stack)
+            .write_sample(tid, interp_id, now_us, status, &self.stack.frames)
         {
             Ok(()) => {
                 self.stats.samples += 1;
                 if let Some(sink) = &self.opts.sink {
                     let (frames, strings) = (self.writer.frames(), self.writer.strings());
-                    sink.sample(tid, status, &self.stack, frames, strings);
+                    sink.sample(tid, status, &self.stack.frames, frames, strings);
                 }
             }
             Err(e) => {
