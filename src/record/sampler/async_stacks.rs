@@ -10,8 +10,147 @@
 //!   awaits, each made of coroutine frames and `<task>` frames only (CPython's
 //!   `get_all_awaited_by`); a thread with neither a loop nor tasks gets its plain stack.
 
-use super::*;
+use std::collections::HashMap;
+use std::io::{Seek, Write};
 
+use crate::tach::{TachError, Writer, MAX_STACK_DEPTH};
+
+use super::super::asyncio::{
+    self, AsyncError, AsyncMode, StackItem, Task, TaskReader, MAX_TASK_DEPTH,
+};
+use super::super::layout::{Offsets, DEBUG_OFFSETS_READ};
+use super::super::memory::ReadError;
+use super::stack::{RawFrame, TASK_MARK};
+use super::{Sampler, Target, FRAME_OWNED_BY_GENERATOR};
+
+/// `--async-aware`: the reader of the target's asyncio tasks, and what it read for the
+/// sample being made (the tasks above the running one, the `<task>` frames' names) or,
+/// `all`, for this tick. Without the flag it has no reader and stays empty.
+#[derive(Default)]
+pub(super) struct AsyncTasks {
+    /// Reads the target's asyncio tasks (`None`: not async-aware).
+    reader: Option<TaskReader>,
+    /// What goes above the running task's frames in this sample: its `<task>` frame and
+    /// the tasks awaiting it, innermost first.
+    items: Vec<StackItem>,
+    /// Names of the `<task>` frames of the sample being resolved.
+    task_names: Vec<String>,
+    /// Writer index of each `<task>` frame, by task name.
+    task_frame_ids: HashMap<String, u32>,
+    /// Where the walk met the frame the stack is cut at (the running task's coroutine):
+    /// how many frames it had then.
+    pub(super) cut_found: Option<usize>,
+    /// `all`: the tasks read this tick, with the thread they belong to and its status.
+    tick_tasks: HashMap<u64, Task>,
+    task_threads: HashMap<u64, (u64, u8)>,
+}
+
+impl AsyncTasks {
+    /// The task reader for `--async-aware` (`mode`): CPython 3.14 and 3.15 (from
+    /// outside or in-process: the reader reads the target's memory either way), the
+    /// others refused by name.
+    pub(super) fn new(target: &Target, mode: Option<AsyncMode>) -> Result<Self, TachError> {
+        if mode.is_none() {
+            return Ok(AsyncTasks::default());
+        }
+        let (major, minor, _) = target.layout.version();
+        if major != 3 || !(14..=15).contains(&minor) {
+            return Err(TachError::Usage(
+                AsyncError::Unsupported(major, minor).to_string(),
+            ));
+        }
+        let mut raw = vec![0u8; DEBUG_OFFSETS_READ];
+        target
+            .mem
+            .read(target.runtime, &mut raw)
+            .map_err(|e| TachError::Usage(format!("reading _Py_DebugOffsets: {e}")))?;
+        let reader = TaskReader::new(target.pid as i32, &raw, minor, target.layout.offsets())
+            .map_err(|e| TachError::Usage(e.to_string()))?;
+        Ok(AsyncTasks {
+            reader: Some(reader),
+            ..AsyncTasks::default()
+        })
+    }
+
+    /// Whether stacks are async-aware.
+    pub(super) fn enabled(&self) -> bool {
+        self.reader.is_some()
+    }
+
+    /// The running task's `<task>` frame and the tasks above it into `items` (the
+    /// running task's own frames are the thread's).
+    fn running_chain(&mut self, target: &Target, running: u64) -> Result<(), ReadError> {
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(());
+        };
+        let (mem, types, o) = (&*target.mem, &target.types, target.layout.offsets());
+        let mut chain = HashMap::new();
+        let mut current = Some(running);
+        let mut depth = 0;
+        while let Some(addr) = current {
+            depth += 1;
+            if chain.contains_key(&addr) || depth > MAX_TASK_DEPTH {
+                break;
+            }
+            let task = reader.task(mem, types, o, addr, addr != running)?;
+            current = task.parents.iter().copied().min();
+            chain.insert(addr, task);
+        }
+        self.items.clear();
+        asyncio::linear_stack(running, &chain, &mut self.items);
+        Ok(())
+    }
+
+    /// Appends `items` to the raw frames: coroutine frames and `<task>` marks.
+    pub(super) fn append_items(&mut self, raw: &mut Vec<RawFrame>) {
+        self.task_names.clear();
+        for item in &self.items {
+            if raw.len() >= MAX_STACK_DEPTH {
+                break;
+            }
+            let frame = match item {
+                StackItem::Code(code, instr) => RawFrame {
+                    code: *code,
+                    instr: *instr,
+                    owner: FRAME_OWNED_BY_GENERATOR,
+                    called_python: false,
+                },
+                StackItem::Task(name) => {
+                    self.task_names.push(name.clone());
+                    RawFrame {
+                        code: TASK_MARK,
+                        instr: (self.task_names.len() - 1) as u64,
+                        owner: 0,
+                        called_python: false,
+                    }
+                }
+            };
+            raw.push(frame);
+        }
+    }
+
+    /// The writer's index of the `<task>` frame named by the `index`-th name of the
+    /// sample, interned the first time.
+    pub(super) fn task_frame<W: Write + Seek>(
+        &mut self,
+        index: u64,
+        writer: &mut Writer<W>,
+    ) -> u32 {
+        let name = self
+            .task_names
+            .get(index as usize)
+            .map_or("", |n| n.as_str());
+        match self.task_frame_ids.get(name) {
+            Some(&id) => id,
+            None => {
+                // As CPython's collector makes it: file `<task>`, no location.
+                let id = writer.frame("<task>", name, None, None);
+                self.task_frame_ids.insert(name.to_string(), id);
+                id
+            }
+        }
+    }
+}
 /// What a thread's sample is, async-aware.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum AsyncPlan {
@@ -21,8 +160,8 @@ pub(super) enum AsyncPlan {
     Skip,
     /// Its tasks were collected for this tick's `all` stacks.
     Collected,
-    /// Its stack, cut at this frame (the running task's coroutine), then
-    /// `async_items`.
+    /// Its stack, cut at this frame (the running task's coroutine), then the tasks'
+    /// `items`.
     Cut(u64),
 }
 
@@ -43,7 +182,7 @@ impl Sampler {
     }
 
     /// Decides what the thread's sample is, reading its asyncio state (and, running,
-    /// the chain of tasks awaiting the running one into `async_items`).
+    /// the chain of tasks awaiting the running one into the tasks' `items`).
     pub(super) fn async_plan(
         &mut self,
         tstate: u64,
@@ -54,7 +193,7 @@ impl Sampler {
         let Some(mode) = self.opts.async_mode else {
             return Ok(AsyncPlan::Plain);
         };
-        let Some(reader) = self.tasks.as_mut() else {
+        let Some(reader) = self.tasks.reader.as_mut() else {
             return Ok(AsyncPlan::Plain);
         };
         let mem = &*self.target.mem;
@@ -70,7 +209,8 @@ impl Sampler {
                     return Ok(AsyncPlan::Skip);
                 }
                 let frame = reader.task_frame(mem, thread.running_task)?;
-                self.running_chain(thread.running_task)?;
+                self.tasks
+                    .running_chain(&self.target, thread.running_task)?;
                 Ok(AsyncPlan::Cut(frame))
             }
             AsyncMode::All => {
@@ -83,67 +223,11 @@ impl Sampler {
         }
     }
 
-    /// The running task's `<task>` frame and the tasks above it into `async_items`
-    /// (the running task's own frames are the thread's).
-    fn running_chain(&mut self, running: u64) -> Result<(), ReadError> {
-        let Some(reader) = self.tasks.as_mut() else {
-            return Ok(());
-        };
-        let (mem, types, o) = (
-            &*self.target.mem,
-            &self.target.types,
-            self.target.layout.offsets(),
-        );
-        let mut chain = HashMap::new();
-        let mut current = Some(running);
-        let mut depth = 0;
-        while let Some(addr) = current {
-            depth += 1;
-            if chain.contains_key(&addr) || depth > super::super::asyncio::MAX_TASK_DEPTH {
-                break;
-            }
-            let task = reader.task(mem, types, o, addr, addr != running)?;
-            current = task.parents.iter().copied().min();
-            chain.insert(addr, task);
-        }
-        self.async_items.clear();
-        super::super::asyncio::linear_stack(running, &chain, &mut self.async_items);
-        Ok(())
-    }
-
-    /// Appends `async_items` to the raw frames: coroutine frames and `<task>` marks.
-    pub(super) fn append_async_items(&mut self) {
-        self.task_names.clear();
-        for item in &self.async_items {
-            if self.raw.len() >= MAX_STACK_DEPTH {
-                break;
-            }
-            let frame = match item {
-                StackItem::Code(code, instr) => RawFrame {
-                    code: *code,
-                    instr: *instr,
-                    owner: FRAME_OWNED_BY_GENERATOR,
-                    called_python: false,
-                },
-                StackItem::Task(name) => {
-                    self.task_names.push(name.clone());
-                    RawFrame {
-                        code: TASK_MARK,
-                        instr: (self.task_names.len() - 1) as u64,
-                        owner: 0,
-                        called_python: false,
-                    }
-                }
-            };
-            self.raw.push(frame);
-        }
-    }
-
     /// `all`: reads the tasks of the list at `head` into this tick's tasks, as the
     /// thread `tid`'s. A task that cannot be read (created or finished under the read, a
     /// name that is not a str) is left out and counted.
     fn collect_tasks(&mut self, head: u64, tid: u64, status: u8) {
-        let Some(reader) = self.tasks.as_mut() else {
+        let Some(reader) = self.tasks.reader.as_mut() else {
             return;
         };
         let (mem, types, o) = (
@@ -157,13 +241,13 @@ impl Sampler {
             self.stats.dropped += 1;
         }
         for addr in addrs {
-            if self.tick_tasks.contains_key(&addr) {
+            if self.tasks.tick_tasks.contains_key(&addr) {
                 continue;
             }
             match reader.task(mem, types, o, addr, true) {
                 Ok(task) => {
-                    self.tick_tasks.insert(addr, task);
-                    self.task_threads.insert(addr, (tid, status));
+                    self.tasks.tick_tasks.insert(addr, task);
+                    self.tasks.task_threads.insert(addr, (tid, status));
                 }
                 Err(e) => {
                     self.diagnostics.dropped(e);
@@ -187,19 +271,20 @@ impl Sampler {
         let dropped = self.stats.dropped;
         if let Some(head) = self
             .tasks
+            .reader
             .as_ref()
             .and_then(|r| r.interpreter_tasks_head(interp))
         {
             self.collect_tasks(head, 0, 0);
         }
-        let tasks = std::mem::take(&mut self.tick_tasks);
-        let threads = std::mem::take(&mut self.task_threads);
-        for leaf in super::super::asyncio::leaves(&tasks) {
+        let tasks = std::mem::take(&mut self.tasks.tick_tasks);
+        let threads = std::mem::take(&mut self.tasks.task_threads);
+        for leaf in asyncio::leaves(&tasks) {
             let (tid, status) = threads.get(&leaf).copied().unwrap_or((0, 0));
-            self.async_items.clear();
-            super::super::asyncio::linear_stack(leaf, &tasks, &mut self.async_items);
-            self.raw.clear();
-            self.append_async_items();
+            self.tasks.items.clear();
+            asyncio::linear_stack(leaf, &tasks, &mut self.tasks.items);
+            self.stack.raw.clear();
+            self.tasks.append_items(&mut self.stack.raw);
             if let Err(e) = self.resolve_stack(o) {
                 self.diagnostics.dropped(e);
                 self.stats.dropped += 1;
@@ -208,26 +293,5 @@ impl Sampler {
             self.write_stack(tid, interp_id, now_us, status);
         }
         self.stats.dropped == dropped
-    }
-
-    /// Writes `self.stack` as a sample of thread `tid`.
-    pub(super) fn write_stack(&mut self, tid: u64, interp_id: u32, now_us: u64, status: u8) {
-        match self
-            .writer
-            .write_sample(tid, interp_id, now_us, status, &self.stack)
-        {
-            Ok(()) => {
-                self.stats.samples += 1;
-                if let Some(sink) = &self.opts.sink {
-                    let (frames, strings) = (self.writer.frames(), self.writer.strings());
-                    sink.sample(tid, status, &self.stack, frames, strings);
-                }
-            }
-            Err(e) => {
-                if self.write_error.is_none() {
-                    self.write_error = Some(e.to_string());
-                }
-            }
-        }
     }
 }

@@ -7,15 +7,23 @@
 //!
 //! By concern: `window` (the page window and the snapshot), `threads` (one tick over
 //! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
-//! to frame indices) and `session` (the sampling loop and its thread). Parts of the
-//! state with methods of their own: `thread_memo` (what is remembered of each thread
-//! between ticks) and `diagnostics` (why samples were dropped or read again).
+//! to frame indices), `async_stacks` (`--async-aware`), `native` (`--native`) and
+//! `session` (the sampling loop and its thread).
+//!
+//! The state is a handful of owned parts, each defined where it is used: `ReadBuffers`
+//! and `GcState` (`threads`), `SampleStack` (`stack`, the sample being made),
+//! `CodeBatch` (`resolution`), `Window` (`window`), `ThreadMemo` (`thread_memo`, what
+//! is remembered of each thread between ticks), `Diagnostics` (`diagnostics`, why
+//! samples were dropped or read again), `Pausing` (`pausing`, the pauser and the thread
+//! paused this tick), `AsyncTasks` (`async_stacks`) and `NativeSide` (`native`).
 
 mod async_stacks;
 mod diagnostics;
 mod native;
+mod pausing;
 mod resolution;
 mod session;
+mod stack;
 #[cfg(test)]
 mod tests;
 mod thread_memo;
@@ -23,7 +31,6 @@ mod threads;
 mod unwind;
 mod window;
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -33,24 +40,26 @@ use std::time::Duration;
 
 use crate::tach::{
     CaptureFeatures, Compression, FrameEntry, ProfilingMode, Stats, TachError, Writer,
-    MAX_STACK_DEPTH,
 };
 
-use super::asyncio::{AsyncMode, StackItem, Task, TaskReader};
+use super::asyncio::AsyncMode;
 use super::clock::{monotonic_us, thread_cpu_sec};
-use super::layout::{InterpreterLayout, Offsets, OpcodeTables};
-use super::memory::{MemoryReader, ReadError};
-use super::pause::{Pauser, ThreadPause};
-use super::ptrace_pause::PtracePauser;
+use super::layout::{InterpreterLayout, OpcodeTables};
+use super::memory::MemoryReader;
 use super::resolve::{CodeCache, Types};
 
 /// Status byte bits, with CPython's meanings.
 pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
 
+use async_stacks::AsyncTasks;
 use diagnostics::Diagnostics;
+use pausing::Pausing;
+use resolution::CodeBatch;
 pub use session::Session;
+use stack::SampleStack;
 use thread_memo::ThreadMemo;
-use window::{Window, WINDOW_MIN_PAGES};
+use threads::{GcState, ReadBuffers};
+use window::Window;
 
 /// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
 const MAX_WALK: usize = 4096;
@@ -195,91 +204,40 @@ pub struct RecordStats {
     pub error: Option<String>,
 }
 
-/// `RawFrame::code` of the synthetic `<GC>` frame.
-const GC_MARK: u64 = u64::MAX;
-/// `RawFrame::code` of a `<task>` frame; its `instr` indexes `Sampler::task_names`.
-const TASK_MARK: u64 = u64::MAX - 1;
-
-/// A synthetic frame (`<GC>`, `<task>`), not a code object.
-fn is_mark(code: u64) -> bool {
-    code >= TASK_MARK
-}
-
-/// A raw frame: where its code object is, and its instruction pointer.
-#[derive(Debug, Clone, Copy)]
-struct RawFrame {
-    code: u64,
-    instr: u64,
-    owner: u8,
-    /// The frame above it in the chain is a Python frame it called (not a C call).
-    called_python: bool,
-}
-
-/// The sampler's state, owned by its thread.
+/// The sampler's state, owned by its thread: what it samples and writes to, and its
+/// parts (see the module's documentation).
 pub struct Sampler {
     target: Target,
     opts: RecordOptions,
     writer: Writer<BufWriter<File>>,
+    /// Code objects resolved so far, by address.
     cache: CodeCache,
     start_us: u64,
-    tstate_buf: Vec<u8>,
-    frame_buf: Vec<u8>,
-    raw: Vec<RawFrame>,
-    ranges: Vec<(u64, usize)>,
-    header_buf: Vec<u8>,
-    stack: Vec<u32>,
-    /// What is remembered of each thread between ticks.
-    memo: ThreadMemo,
     stats: RecordStats,
     /// The first error writing the file; sampling stops when set.
     write_error: Option<String>,
-    window: Window,
-    codes: Vec<u64>,
-    code_slot: Vec<usize>,
-    /// Where each of `codes` was read in `header_buf`: (start, length).
-    code_at: Vec<(usize, usize)>,
-    small_buf: Vec<u8>,
-    /// The current interpreter's garbage collector: (collecting, triggering frame).
-    gc_state: (bool, u64),
-    /// Writer index of the `<GC>` frame, once interned.
-    gc_frame_id: Option<u32>,
-    /// Why samples were dropped and reads taken again (`TACH_RECORD_DEBUG`).
-    diagnostics: Diagnostics,
-    /// Pages of data stack the last walk spanned: what the next snapshot reads.
-    stack_pages: u64,
     /// Samples written so far, for [`Session::samples_written`].
     progress: Arc<AtomicU64>,
-    /// Pauses the GIL holder during a tick (`RecordOptions::blocking`): with a signal
-    /// in-process, with ptrace from outside.
-    pauser: Option<Box<dyn ThreadPause>>,
-    /// The thread paused this tick and whether it was on a CPU just before.
-    paused_on_cpu: Option<(u64, bool)>,
-    /// `--async-aware`: reads the target's asyncio tasks.
-    tasks: Option<TaskReader>,
-    /// What goes above the running task's frames in this sample: its `<task>` frame and
-    /// the tasks awaiting it, innermost first.
-    async_items: Vec<StackItem>,
-    /// Names of the `<task>` frames of the sample being resolved.
-    task_names: Vec<String>,
-    /// Writer index of each `<task>` frame, by task name.
-    task_frame_ids: HashMap<String, u32>,
-    /// Where the walk met the frame the stack is cut at (the running task's coroutine):
-    /// how many frames it had then.
-    cut_found: Option<usize>,
-    /// `--async-mode all`: the tasks read this tick, with the thread they belong to and
-    /// its status.
-    tick_tasks: HashMap<u64, Task>,
-    task_threads: HashMap<u64, (u64, u8)>,
-    /// Per frame of `stack`, which call of the eval loop runs it (0: the innermost);
-    /// per raw frame the same, and how many calls the stack has (`--native`).
-    stack_runs: Vec<u32>,
-    raw_runs: Vec<u32>,
-    run_count: u32,
-    /// `--native`: the unwinder and the pauser of threads the GIL holder's pause does
-    /// not stop.
+    /// The images of thread states and frames a tick reads.
+    bufs: ReadBuffers,
+    /// The pages of a thread's data stack read with its frame pointer.
+    window: Window,
+    /// The stack of the sample being made.
+    stack: SampleStack,
+    /// The batched read of that stack's code objects.
+    code_batch: CodeBatch,
+    /// What is remembered of each thread between ticks.
+    memo: ThreadMemo,
+    /// Why samples were dropped and reads taken again (`TACH_RECORD_DEBUG`).
+    diagnostics: Diagnostics,
+    /// The current interpreter's garbage collector, and the `<GC>` frame.
+    gc: GcState,
+    /// The pauser and the thread it paused this tick.
+    pausing: Pausing,
+    /// `--async-aware`: the target's asyncio tasks.
+    tasks: AsyncTasks,
+    /// `--native`: the unwinder, and what splicing reuses from one thread to the next.
     native: Option<Box<native::NativeSide>>,
-    /// A native stack of this tick could not be read or spliced.
-    native_error: bool,
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -305,13 +263,8 @@ impl Sampler {
             .python_version(version)
             .journal(Some(crate::tach::journal::journal_path(&opts.path)))
             .create(&opts.path)?;
-        let tasks = match opts.async_mode {
-            Some(_) => Some(task_reader(&target)?),
-            None => None,
-        };
-        let o = target.layout.offsets();
-        let tstate_buf = vec![0u8; o.thread.size as usize];
-        let frame_buf = vec![0u8; o.frame.size as usize];
+        let tasks = AsyncTasks::new(&target, opts.async_mode)?;
+        let bufs = ReadBuffers::new(target.layout.offsets());
         let stats = RecordStats {
             path: opts.path.clone(),
             ..RecordStats::default()
@@ -324,52 +277,26 @@ impl Sampler {
         } else {
             None
         };
+        let native_on = native.is_some();
         Ok(Sampler {
             target,
             opts,
             writer,
             cache: CodeCache::new(),
             start_us,
-            tstate_buf,
-            frame_buf,
-            raw: Vec::with_capacity(MAX_STACK_DEPTH),
-            ranges: Vec::with_capacity(2 * MAX_STACK_DEPTH),
-            header_buf: Vec::new(),
-            stack: Vec::with_capacity(MAX_STACK_DEPTH),
-            memo: ThreadMemo::default(),
             stats,
             write_error: None,
-            window: Window::default(),
-            codes: Vec::with_capacity(64),
-            code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
-            code_at: Vec::with_capacity(64),
-            small_buf: Vec::with_capacity(256),
-            gc_state: (false, 0),
-            gc_frame_id: None,
-            diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
-            stack_pages: WINDOW_MIN_PAGES,
             progress: Arc::new(AtomicU64::new(0)),
-            pauser: match native {
-                // Every sampled thread is stopped in turn, given the time to stop.
-                Some(_) => Some(Box::new(PtracePauser::with_stop_timeout(
-                    target_pid as i32,
-                    super::ptrace_pause::NATIVE_STOP_TIMEOUT,
-                ))),
-                None => opts_blocking.then(|| pauser_for(target_pid)).flatten(),
-            },
-            paused_on_cpu: None,
+            bufs,
+            window: Window::default(),
+            stack: SampleStack::default(),
+            code_batch: CodeBatch::default(),
+            memo: ThreadMemo::default(),
+            diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
+            gc: GcState::default(),
+            pausing: Pausing::new(target_pid, opts_blocking, native_on),
             tasks,
-            async_items: Vec::new(),
-            task_names: Vec::new(),
-            task_frame_ids: HashMap::new(),
-            cut_found: None,
-            tick_tasks: HashMap::new(),
-            task_threads: HashMap::new(),
-            stack_runs: Vec::with_capacity(MAX_STACK_DEPTH),
-            raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
-            run_count: 0,
             native,
-            native_error: false,
         })
     }
 
@@ -377,13 +304,12 @@ impl Sampler {
     pub fn tick(&mut self, now_us: u64) -> bool {
         self.stats.ticks += 1;
         let ok = self.sample_all(now_us).unwrap_or(false);
-        let ok = !std::mem::take(&mut self.native_error) && ok;
-        // A tick that ended early (a read error) must not leave a thread paused.
-        if let Some(p) = &mut self.pauser {
-            p.settle();
-        }
-
-        self.paused_on_cpu = None;
+        let native_error = self
+            .native
+            .as_deref_mut()
+            .is_some_and(native::NativeSide::take_tick_error);
+        let ok = !native_error && ok;
+        self.pausing.settle();
         if !ok {
             self.stats.error_ticks += 1;
         }
@@ -401,8 +327,8 @@ impl Sampler {
             if let Some(retries) = lines.next() {
                 eprintln!("tach: {retries}");
             }
-            if let Some(p) = &self.pauser {
-                eprintln!("tach: {} pauses, {} timed out", p.paused(), p.timeouts());
+            if let Some((paused, timeouts)) = self.pausing.counts() {
+                eprintln!("tach: {paused} pauses, {timeouts} timed out");
             }
             for line in lines {
                 eprintln!("tach: {line}");
@@ -435,9 +361,9 @@ impl Sampler {
         s.code_objects = self.cache.resolved;
         s.reused_addresses = self.cache.reused;
         s.sampler_cpu_sec = thread_cpu_sec();
-        if let Some(p) = &self.pauser {
-            s.paused_ticks = p.paused();
-            s.pause_timeouts = p.timeouts();
+        if let Some((paused, timeouts)) = self.pausing.counts() {
+            s.paused_ticks = paused;
+            s.pause_timeouts = timeouts;
         }
         self.writer.set_stats(Stats::new(
             s.duration_sec,
@@ -457,34 +383,5 @@ impl Sampler {
             Err(e) => stats.error = Some(e.to_string()),
         }
         stats
-    }
-}
-
-/// The task reader for `--async-aware`: CPython 3.14 and 3.15 (from outside or
-/// in-process: the reader reads the target's memory either way), the others refused by
-/// name.
-fn task_reader(target: &Target) -> Result<TaskReader, TachError> {
-    let (major, minor, _) = target.layout.version();
-    if major != 3 || !(14..=15).contains(&minor) {
-        return Err(TachError::Usage(
-            super::asyncio::AsyncError::Unsupported(major, minor).to_string(),
-        ));
-    }
-    let mut raw = vec![0u8; super::layout::DEBUG_OFFSETS_READ];
-    target
-        .mem
-        .read(target.runtime, &mut raw)
-        .map_err(|e| TachError::Usage(format!("reading _Py_DebugOffsets: {e}")))?;
-    TaskReader::new(target.pid as i32, &raw, minor, target.layout.offsets())
-        .map_err(|e| TachError::Usage(e.to_string()))
-}
-
-/// Our own threads are paused with a signal, another process's with ptrace.
-fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
-    // SAFETY: getpid has no preconditions.
-    if pid == unsafe { libc::getpid() } as u64 {
-        Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
-    } else {
-        Some(Box::new(PtracePauser::new(pid as i32)))
     }
 }

@@ -1,11 +1,15 @@
 //! `--native`: each sampled thread's native stack, walked while the thread is stopped,
 //! with the Python frames read spliced in where the eval loop runs them (`native`).
 
-use super::*;
 use crate::record::native::splice::{self, NativeKind, Splice};
 use crate::record::native::{registers, NativeStats, NativeUnwinder};
+use crate::tach::{Location, TachError, MAX_STACK_DEPTH};
 
-/// The sampler's native side.
+use super::super::memory::ReadError;
+use super::Sampler;
+
+/// The sampler's native side: the unwinder, what a splice reuses from one thread to the
+/// next, and whether a native stack of this tick went wrong (the tick counts as an error).
 pub(super) struct NativeSide {
     unwinder: NativeUnwinder,
     kinds: Vec<NativeKind>,
@@ -16,6 +20,8 @@ pub(super) struct NativeSide {
     /// threads were last counted against them.
     seen_threads: std::collections::HashSet<u64>,
     last_thread_count: std::time::Instant,
+    /// A native stack of this tick could not be read or spliced.
+    tick_error: bool,
 }
 
 /// Threads remembered for counting those without Python.
@@ -34,6 +40,7 @@ impl NativeSide {
             entry_frames: Vec::new(),
             seen_threads: Default::default(),
             last_thread_count: std::time::Instant::now(),
+            tick_error: false,
         })
     }
 
@@ -71,6 +78,11 @@ impl NativeSide {
         }
     }
 
+    /// Whether a native stack of this tick went wrong; the next tick starts without.
+    pub(super) fn take_tick_error(&mut self) -> bool {
+        std::mem::take(&mut self.tick_error)
+    }
+
     pub(super) fn stats(&self) -> &NativeStats {
         &self.unwinder.stats
     }
@@ -83,24 +95,13 @@ impl Sampler {
     /// thread is sampled: that one's Python stack cannot change while it is stopped).
     /// Whether it is stopped.
     pub(super) fn native_stop(&mut self, tid: u64) -> bool {
-        if self.native.is_none() {
-            return false;
-        }
-        let Some(pauser) = self.pauser.as_mut() else {
-            return false;
-        };
-        if pauser.ptrace_stopped() == Some(tid) {
-            return true;
-        }
-        let stopped = pauser.pause(tid);
-        self.paused_on_cpu = None;
-        stopped
+        self.native.is_some() && self.pausing.stop(tid)
     }
 
-    /// Replaces the Python stack just read (`self.stack`, with `self.stack_runs`) by the
-    /// thread's native stack with the Python frames spliced in. A thread that could not
-    /// be stopped, or whose stacks do not fit together, is dropped (as py-spy drops it):
-    /// its Python frames alone would move its native time to their caller.
+    /// Replaces the Python stack just read (`self.stack.frames`, with its `frame_runs`)
+    /// by the thread's native stack with the Python frames spliced in. A thread that
+    /// could not be stopped, or whose stacks do not fit together, is dropped (as py-spy
+    /// drops it): its Python frames alone would move its native time to their caller.
     pub(super) fn native_splice(&mut self, tid: u64, stopped: bool) -> Result<(), ReadError> {
         let Some(n) = self.native.as_deref_mut() else {
             return Ok(());
@@ -124,7 +125,7 @@ impl Sampler {
         n.kinds.clear();
         let writer = &mut self.writer;
         let mut intern = |file: &str, func: &str, line: i32| {
-            let loc = (line >= 0).then_some(crate::tach::Location {
+            let loc = (line >= 0).then_some(Location {
                 lineno: line,
                 end_lineno: line,
                 column: -1,
@@ -142,20 +143,20 @@ impl Sampler {
         n.unwinder.addrs = addrs;
         match splice::splice(
             &n.kinds,
-            &self.stack,
-            &self.stack_runs,
-            self.run_count,
+            &self.stack.frames,
+            &self.stack.frame_runs,
+            self.stack.run_count,
             truncated,
             &mut n.merged,
         ) {
             Ok(how) => {
                 if how == Splice::Truncated
-                    || (how == Splice::PythonAfter && !self.stack.is_empty())
+                    || (how == Splice::PythonAfter && !self.stack.frames.is_empty())
                 {
-                    self.native_error = true;
+                    n.tick_error = true;
                 }
                 n.merged.truncate(MAX_STACK_DEPTH);
-                std::mem::swap(&mut self.stack, &mut n.merged);
+                std::mem::swap(&mut self.stack.frames, &mut n.merged);
                 Ok(())
             }
             Err(m) => {

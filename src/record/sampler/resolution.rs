@@ -1,51 +1,60 @@
 //! Resolution: the walked frames' code objects (read in one batch, checked against the
 //! code cache's fingerprints) to the writer's frame indices, with locations and opcodes.
 
+use crate::tach::MAX_STACK_DEPTH;
+
 use super::super::layout::{LineTableFormat, Offsets};
 use super::super::linetable;
-use super::super::memory::ReadError;
-use super::super::resolve::Fingerprint;
-use super::{is_mark, Sampler, FRAME_OWNED_BY_GENERATOR, GC_MARK, MAX_BYTECODE_UNITS, TASK_MARK};
+use super::super::memory::{MemoryReader, ReadError};
+use super::super::resolve::{CodeCache, Fingerprint};
+use super::stack::{is_mark, RawFrame, GC_MARK, TASK_MARK};
+use super::{Sampler, FRAME_OWNED_BY_GENERATOR, MAX_BYTECODE_UNITS};
 
-impl Sampler {
-    /// Turns the raw frames into writer frame indices in `self.stack`.
-    pub(super) fn resolve_stack(&mut self, o: &Offsets) -> Result<(), ReadError> {
-        self.stack.clear();
-        self.stack_runs.clear();
-        // Which call of the eval loop runs each frame (0: the innermost), for `--native`:
-        // a frame is the first of its call when the eval loop was entered from C for it
-        // (every frame object before 3.11; from 3.11, one whose caller in the chain did
-        // not call it from the same loop).
-        self.raw_runs.clear();
-        let mut run = 0u32;
-        for (i, f) in self.raw.iter().enumerate() {
-            self.raw_runs.push(run);
-            if f.code == GC_MARK {
-                continue;
-            }
-            let caller = self.raw[i + 1..].iter().find(|c| c.code != GC_MARK);
-            if o.frame.is_object || !caller.is_some_and(|c| c.called_python) {
-                run += 1;
-            }
+/// The batched read of a stack's code objects: each distinct one's header (and bytecode)
+/// and the code units at the frames' instruction pointers, in one system call. Kept from
+/// one sample to the next so that resolving a stack allocates nothing.
+pub(super) struct CodeBatch {
+    /// The distinct code objects of the stack.
+    codes: Vec<u64>,
+    /// Per raw frame, its code object's index in `codes` (`usize::MAX`: a mark).
+    code_slot: Vec<usize>,
+    /// Where each of `codes` was read in `header`: (start, length).
+    code_at: Vec<(usize, usize)>,
+    /// The ranges read, and what they read.
+    ranges: Vec<(u64, usize)>,
+    header: Vec<u8>,
+}
+
+impl Default for CodeBatch {
+    fn default() -> Self {
+        CodeBatch {
+            codes: Vec::with_capacity(64),
+            code_slot: Vec::with_capacity(MAX_STACK_DEPTH),
+            code_at: Vec::with_capacity(64),
+            ranges: Vec::with_capacity(2 * MAX_STACK_DEPTH),
+            header: Vec::new(),
         }
-        self.run_count = run;
-        if self.raw.is_empty() {
-            return Ok(());
-        }
+    }
+}
+
+impl CodeBatch {
+    /// Reads the code objects of the frames `raw`, in one system call: each distinct
+    /// one's header once (a recursion repeats the same one), with its bytecode when the
+    /// cache knows its size (to tell a caller already on its return instruction), then
+    /// the code unit at each frame's instruction pointer when `read_units`. Returns where
+    /// those code units start in the bytes read.
+    fn read(
+        &mut self,
+        raw: &[RawFrame],
+        o: &Offsets,
+        cache: &CodeCache,
+        mem: &dyn MemoryReader,
+        read_units: bool,
+    ) -> Result<usize, ReadError> {
         let hsize = o.code.header_size as usize;
-        // Opcodes at the instruction pointer, when the version has no caches to skip.
-        let read_units = self.opts.opcodes
-            && self
-                .target
-                .opcodes
-                .as_ref()
-                .is_some_and(|t| t.caches.is_none());
-        // One read for the whole stack: each distinct code object's header once (a
-        // recursion repeats the same one), then the code unit at each frame's
-        // instruction pointer when opcodes are read there.
         self.codes.clear();
         self.code_slot.clear();
-        for f in &self.raw {
+        for f in raw {
             if is_mark(f.code) {
                 self.code_slot.push(usize::MAX);
                 continue;
@@ -66,7 +75,7 @@ impl Sampler {
         let mut at = 0;
         for &c in &self.codes {
             let units = match o.frame.return_opcodes {
-                Some(_) => self.cache.units_of(c).unwrap_or(0).min(MAX_BYTECODE_UNITS),
+                Some(_) => cache.units_of(c).unwrap_or(0).min(MAX_BYTECODE_UNITS),
                 None => 0,
             };
             let len = hsize + 2 * units as usize;
@@ -75,24 +84,53 @@ impl Sampler {
             at += len;
         }
         if read_units {
-            for f in &self.raw {
+            for f in raw {
                 if !is_mark(f.code) {
                     self.ranges.push((f.instr, 2));
                 }
             }
         }
         let units_at = at;
-        let units_len = if read_units { 2 * self.raw.len() } else { 0 };
-        if self.header_buf.len() < units_at + units_len {
-            self.header_buf.resize(units_at + units_len, 0);
+        let units_len = if read_units { 2 * raw.len() } else { 0 };
+        if self.header.len() < units_at + units_len {
+            self.header.resize(units_at + units_len, 0);
         }
-        let done = self
-            .target
-            .mem
-            .read_many(&self.ranges, &mut self.header_buf);
-        if done != self.ranges.len() {
+        if mem.read_many(&self.ranges, &mut self.header) != self.ranges.len() {
             return Err(ReadError::Invalid("code object unreadable"));
         }
+        Ok(units_at)
+    }
+
+    /// Where the code object of the `i`-th raw frame was read: (start, length).
+    fn code_of(&self, i: usize) -> (usize, usize) {
+        self.code_at[self.code_slot[i]]
+    }
+}
+
+impl Sampler {
+    /// Turns the raw frames into writer frame indices in `self.stack.frames`.
+    pub(super) fn resolve_stack(&mut self, o: &Offsets) -> Result<(), ReadError> {
+        self.stack.frames.clear();
+        self.stack.frame_runs.clear();
+        self.stack.number_runs(o.frame.is_object);
+        if self.stack.raw.is_empty() {
+            return Ok(());
+        }
+        let hsize = o.code.header_size as usize;
+        // Opcodes at the instruction pointer, when the version has no caches to skip.
+        let read_units = self.opts.opcodes
+            && self
+                .target
+                .opcodes
+                .as_ref()
+                .is_some_and(|t| t.caches.is_none());
+        let units_at = self.code_batch.read(
+            &self.stack.raw,
+            o,
+            &self.cache,
+            &*self.target.mem,
+            read_units,
+        )?;
         let opcode_tables = if self.opts.opcodes {
             self.target.opcodes.as_ref()
         } else {
@@ -101,7 +139,7 @@ impl Sampler {
         // (code, instr, frame index or None if left out, on a return instruction) of the
         // previous frame: deep recursion repeats the same frame many times.
         let mut last: Option<(u64, u64, Option<u32>, bool)> = None;
-        let gc_id = self.gc_frame_id;
+        let gc_id = self.gc.frame_id();
         let returning = |stack: &mut Vec<u32>, runs: &mut Vec<u32>| {
             // A frame on its return instruction has unlinked its callees: the frames
             // above it in the chain were read after the thread had left them.
@@ -111,35 +149,16 @@ impl Sampler {
         };
         // Index of the frame's code unit in the batched read (GC marks have none).
         let mut unit = 0usize;
-        for (i, f) in self.raw.iter().enumerate() {
+        for (i, f) in self.stack.raw.iter().enumerate() {
             if f.code == TASK_MARK {
-                let name = self
-                    .task_names
-                    .get(f.instr as usize)
-                    .map_or("", |n| n.as_str());
-                let id = match self.task_frame_ids.get(name) {
-                    Some(&id) => id,
-                    None => {
-                        // As CPython's collector makes it: file `<task>`, no location.
-                        let id = self.writer.frame("<task>", name, None, None);
-                        self.task_frame_ids.insert(name.to_string(), id);
-                        id
-                    }
-                };
-                self.stack.push(id);
+                let id = self.tasks.task_frame(f.instr, &mut self.writer);
+                self.stack.frames.push(id);
                 continue;
             }
             if f.code == GC_MARK {
-                let id = match self.gc_frame_id {
-                    Some(id) => id,
-                    None => {
-                        let id = self.writer.frame("~", "<GC>", None, None);
-                        self.gc_frame_id = Some(id);
-                        id
-                    }
-                };
-                self.stack.push(id);
-                self.stack_runs.push(self.raw_runs[i]);
+                let id = self.gc.intern(&mut self.writer);
+                self.stack.frames.push(id);
+                self.stack.frame_runs.push(self.stack.raw_runs[i]);
                 continue;
             }
             let unit_at = units_at + 2 * unit;
@@ -147,19 +166,18 @@ impl Sampler {
             if let Some((c, ip, id, on_return)) = last {
                 if c == f.code && ip == f.instr && !read_units {
                     if on_return && f.called_python {
-                        returning(&mut self.stack, &mut self.stack_runs);
+                        returning(&mut self.stack.frames, &mut self.stack.frame_runs);
                     }
                     if let Some(id) = id {
-                        self.stack.push(id);
-                        self.stack_runs.push(self.raw_runs[i]);
+                        self.stack.frames.push(id);
+                        self.stack.frame_runs.push(self.stack.raw_runs[i]);
                     }
                     continue;
                 }
             }
             last = Some((f.code, f.instr, None, false));
-            let slot = self.code_slot[i];
-            let (code_start, code_len) = self.code_at[slot];
-            let header = &self.header_buf[code_start..code_start + hsize];
+            let (code_start, code_len) = self.code_batch.code_of(i);
+            let header = &self.code_batch.header[code_start..code_start + hsize];
             let fp = Fingerprint::from_header(o, &self.target.types, header)?;
             let entry = self.cache.get(
                 &*self.target.mem,
@@ -210,12 +228,12 @@ impl Sampler {
                 .is_none_or(|&(start, _)| i64::from(start) == index);
             let on_return = match o.frame.return_opcodes {
                 Some(ops) if at_instruction && unit_byte < code_len => {
-                    ops.contains(&u16::from(self.header_buf[code_start + unit_byte]))
+                    ops.contains(&u16::from(self.code_batch.header[code_start + unit_byte]))
                 }
                 _ => false,
             };
             if on_return && f.called_python {
-                returning(&mut self.stack, &mut self.stack_runs);
+                returning(&mut self.stack.frames, &mut self.stack.frame_runs);
             }
             last = Some((f.code, f.instr, None, on_return));
             if entry.hidden {
@@ -228,7 +246,7 @@ impl Sampler {
                 Some(t) => match &entry.instr_starts {
                     Some(starts) => starts.get(index as usize).map(|s| s.1).unwrap_or(255),
                     None => {
-                        let unit = header_unit(&self.header_buf, unit_at);
+                        let unit = header_unit(&self.code_batch.header, unit_at);
                         t.deopt[unit as usize]
                     }
                 },
@@ -256,8 +274,8 @@ impl Sampler {
                     id
                 }
             };
-            self.stack.push(id);
-            self.stack_runs.push(self.raw_runs[i]);
+            self.stack.frames.push(id);
+            self.stack.frame_runs.push(self.stack.raw_runs[i]);
             last = Some((f.code, f.instr, Some(id), on_return));
         }
         Ok(())

@@ -4,8 +4,9 @@ use super::super::layout::offsets::{
     BytesOffsets, CodeOffsets, FrameOffsets, GilOffsets, InterpreterOffsets, PyObjectOffsets,
     RuntimeOffsets, ThreadOffsets, UnicodeOffsets,
 };
-use super::super::layout::{field_u64, FrameOwner, LineTableFormat};
+use super::super::layout::{field_u64, FrameOwner, LineTableFormat, Offsets};
 use super::super::memory::FakeMemory;
+use super::super::memory::ReadError;
 use super::window::{Snapshot, PAGE};
 use super::*;
 use crate::tach::filter::status::UNKNOWN;

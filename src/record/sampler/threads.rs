@@ -4,7 +4,9 @@
 use crate::tach::filter::status::{
     GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
 };
-use crate::tach::ProfilingMode;
+use std::io::{Seek, Write};
+
+use crate::tach::{ProfilingMode, Writer};
 
 use super::super::asyncio::AsyncMode;
 use super::super::layout::{field_i32, field_u64, Offsets};
@@ -45,6 +47,54 @@ pub(super) struct StackRead<'a> {
     /// `--async-aware`: the running task's coroutine frame, where the stack is cut
     /// (its callers are the event loop's).
     pub cut: Option<u64>,
+}
+
+/// The images a tick reads into, kept from one tick to the next so that a tick allocates
+/// nothing.
+pub(super) struct ReadBuffers {
+    /// The thread state being sampled.
+    pub tstate: Vec<u8>,
+    /// A frame read alone (outside the page window: an entry frame on the C stack, a
+    /// generator's frame in its object, a frame object).
+    pub frame: Vec<u8>,
+    /// The runtime's and the interpreters' fields.
+    pub small: Vec<u8>,
+}
+
+impl ReadBuffers {
+    pub(super) fn new(o: &Offsets) -> Self {
+        ReadBuffers {
+            tstate: vec![0u8; o.thread.size as usize],
+            frame: vec![0u8; o.frame.size as usize],
+            small: Vec::with_capacity(256),
+        }
+    }
+}
+
+/// The garbage collector of the interpreter being sampled, as this tick read it, and the
+/// `<GC>` frame that marks a collection in the stacks.
+#[derive(Debug, Default)]
+pub(super) struct GcState {
+    /// A collection runs.
+    pub collecting: bool,
+    /// 3.15: the frame that triggered it (0: not known).
+    pub trigger: u64,
+    /// Writer index of the `<GC>` frame, once interned.
+    frame_id: Option<u32>,
+}
+
+impl GcState {
+    /// The `<GC>` frame's writer index, if it was interned.
+    pub(super) fn frame_id(&self) -> Option<u32> {
+        self.frame_id
+    }
+
+    /// The `<GC>` frame's writer index, interned the first time.
+    pub(super) fn intern<W: Write + Seek>(&mut self, writer: &mut Writer<W>) -> u32 {
+        *self
+            .frame_id
+            .get_or_insert_with(|| writer.frame("~", "<GC>", None, None))
+    }
 }
 
 /// Offset and length of the interpreter fields a tick reads (id, next, threads head).
@@ -90,10 +140,10 @@ impl Sampler {
         if let (true, Some((lo, len))) = (o.gil.in_runtime, gil) {
             ranges.push((runtime.wrapping_add(lo), len));
         }
-        let mut buf = std::mem::take(&mut self.small_buf);
+        let mut buf = std::mem::take(&mut self.bufs.small);
         buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
         if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
-            self.small_buf = buf;
+            self.bufs.small = buf;
             return Err(ReadError::Invalid("runtime unreadable"));
         }
         let mut interp = field_u64(&buf, 0).unwrap_or(0);
@@ -103,7 +153,7 @@ impl Sampler {
         };
         self.memo.begin_tick();
         // Async-aware, every thread is looked at: any of them may run a loop.
-        let visit_all = self.opts.all_threads || self.tasks.is_some();
+        let visit_all = self.opts.all_threads || self.tasks.enabled();
         let (ilo, ilen) = interp_span(&o);
         let mut n_interp = 0;
         while interp != 0 && n_interp < MAX_INTERPRETERS {
@@ -129,7 +179,7 @@ impl Sampler {
                 ok = false;
                 break;
             }
-            self.gc_state = if gc_fields {
+            (self.gc.collecting, self.gc.trigger) = if gc_fields {
                 (
                     field_i32(&buf, gc_at as u64).unwrap_or(0) != 0,
                     field_u64(&buf, gc_at as u64 + 4).unwrap_or(0),
@@ -146,7 +196,7 @@ impl Sampler {
             if let (false, Some((lo, _))) = (o.gil.in_runtime, gil) {
                 gil_state = Some(gil_fields(&o, &buf[ilen..], lo));
             }
-            if let (Some(_), Some(state)) = (&self.pauser, gil_state) {
+            if let (true, Some(state)) = (self.pausing.enabled(), gil_state) {
                 if n_interp == 1 {
                     gil_state = Some(self.pause_gil_holder(&o, interp, state));
                 }
@@ -158,9 +208,9 @@ impl Sampler {
             if !visit_all {
                 if let Some((i, ts)) = self.memo.main_tstate() {
                     let still = i == interp
-                        && self.target.mem.read(ts, &mut self.tstate_buf).is_ok()
-                        && field_u64(&self.tstate_buf, o.thread.interp) == Some(interp)
-                        && self.native_tid(&o, &self.tstate_buf) == self.target.pid;
+                        && self.target.mem.read(ts, &mut self.bufs.tstate).is_ok()
+                        && field_u64(&self.bufs.tstate, o.thread.interp) == Some(interp)
+                        && self.native_tid(&o, &self.bufs.tstate) == self.target.pid;
                     if still {
                         let tid = self.target.pid;
                         if self
@@ -193,17 +243,17 @@ impl Sampler {
             let mut n = 0;
             while tstate != 0 && n < MAX_THREADS {
                 n += 1;
-                if self.target.mem.read(tstate, &mut self.tstate_buf).is_err() {
+                if self.target.mem.read(tstate, &mut self.bufs.tstate).is_err() {
                     // A thread state freed while we walked the list: stop here.
                     ok = false;
                     break;
                 }
-                if field_u64(&self.tstate_buf, o.thread.interp) != Some(interp) {
+                if field_u64(&self.bufs.tstate, o.thread.interp) != Some(interp) {
                     ok = false;
                     break;
                 }
-                let next = field_u64(&self.tstate_buf, o.thread.next).unwrap_or(0);
-                let tid = self.native_tid(&o, &self.tstate_buf);
+                let next = field_u64(&self.bufs.tstate, o.thread.next).unwrap_or(0);
+                let tid = self.native_tid(&o, &self.bufs.tstate);
                 let is_main = tid == self.target.pid;
                 // tid 0: a thread state created for a thread that has not started yet
                 // (3.13+ create it in the parent); it has no frames and no identity.
@@ -242,75 +292,11 @@ impl Sampler {
             }
             interp = next_interp;
         }
-        self.small_buf = buf;
-        if let Some(p) = &mut self.pauser {
-            p.resume();
-        }
-        self.paused_on_cpu = None;
+        self.bufs.small = buf;
+        self.pausing.resume();
         // Forget /proc handles of threads that are gone.
         self.memo.forget_unseen();
         Ok(ok)
-    }
-
-    /// Pauses the thread that holds the main interpreter's GIL, so that no thread's
-    /// Python stack changes while the tick reads them, and returns the GIL state that
-    /// holds while it is paused. The holder can drop the GIL between the read of the
-    /// state and the pause; the state is read again once paused, and a new holder is
-    /// paused instead (a few times at most). With no holder, or a thread that cannot be
-    /// paused in time, the tick reads running threads as without the pause.
-    pub(super) fn pause_gil_holder(
-        &mut self,
-        o: &Offsets,
-        interp: u64,
-        mut state: (bool, u64),
-    ) -> (bool, u64) {
-        let Some((lo, len)) = gil_span(o) else {
-            return state;
-        };
-        let base = if o.gil.in_runtime {
-            self.target.runtime
-        } else {
-            interp
-        };
-        let mut gil = [0u8; 64];
-        let Some(gil) = gil.get_mut(..len) else {
-            return state;
-        };
-        for _ in 0..3 {
-            let (locked, holder) = state;
-            if !locked || holder == 0 {
-                return state;
-            }
-            let Some(tid) = self.tid_of_tstate(o, holder) else {
-                return state;
-            };
-            if self.pauser.is_none() || tid == 0 {
-                return state;
-            }
-            // Paused, the thread is in a signal handler or stopped by ptrace (`t`): its
-            // scheduling state is the one it had just before.
-            let before = self.on_cpu(tid);
-            let Some(pauser) = self.pauser.as_mut() else {
-                return state;
-            };
-            if !pauser.pause(tid) {
-                return state;
-            }
-            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
-                return state;
-            }
-            let now = gil_fields(o, gil, lo);
-            self.paused_on_cpu = before.map(|b| (tid, b));
-            if now == state {
-                return state;
-            }
-            state = now;
-        }
-        if let Some(p) = &mut self.pauser {
-            p.resume();
-        }
-        self.paused_on_cpu = None;
-        state
     }
 
     /// The kernel thread id of the thread state whose image is `ts`: its
@@ -337,7 +323,7 @@ impl Sampler {
     }
 
     /// The kernel thread id of the thread state at `tstate`, read now.
-    fn tid_of_tstate(&self, o: &Offsets, tstate: u64) -> Option<u64> {
+    pub(super) fn tid_of_tstate(&self, o: &Offsets, tstate: u64) -> Option<u64> {
         let mem = &self.target.mem;
         match o.thread.pthread_tid {
             None => mem
@@ -353,10 +339,8 @@ impl Sampler {
     /// Is the thread running on a CPU right now (`R` in /proc/self/task/TID/stat, as
     /// CPython checks)? `None` when it cannot tell.
     pub(super) fn on_cpu(&mut self, tid: u64) -> Option<bool> {
-        if let Some((paused, state)) = self.paused_on_cpu {
-            if paused == tid {
-                return Some(state);
-            }
+        if let Some(state) = self.pausing.on_cpu_before(tid) {
+            return Some(state);
         }
         self.memo.on_cpu(self.target.pid, tid)
     }
@@ -371,7 +355,7 @@ impl Sampler {
             if o.thread.exc_info_is_pointer {
                 // The pointer from the thread state image: it changes only when the
                 // thread enters or leaves a generator.
-                field_u64(&self.tstate_buf, off)
+                field_u64(&self.bufs.tstate, off)
                     .filter(|&p| p != 0)
                     .map(|p| p.wrapping_add(o.thread.stackitem_exc_value))
             } else {
@@ -399,7 +383,7 @@ impl Sampler {
     /// The exception state from the thread state image and a read (the fallback when
     /// no snapshot read it with the stack).
     pub(super) fn exception_state(&self, o: &Offsets) -> bool {
-        let ts = &self.tstate_buf;
+        let ts = &self.bufs.tstate;
         if let Some(off) = o.thread.current_exception {
             if field_u64(ts, off).unwrap_or(0) != 0 {
                 return true;
@@ -436,13 +420,13 @@ impl Sampler {
         self.memo.saw(tid);
         let mut status = 0u8;
         let has_gil = match o.thread.holds_gil {
-            Some(off) => field_i32(&self.tstate_buf, off).unwrap_or(0) != 0,
+            Some(off) => field_i32(&self.bufs.tstate, off).unwrap_or(0) != 0,
             None => gil_locked && gil_holder == tstate,
         };
         if has_gil {
             status |= HAS_GIL;
         } else if let Some(off) = o.thread.gil_requested {
-            if field_i32(&self.tstate_buf, off).unwrap_or(0) != 0 {
+            if field_i32(&self.bufs.tstate, off).unwrap_or(0) != 0 {
                 status |= GIL_REQUESTED;
             }
         }
@@ -500,7 +484,7 @@ impl Sampler {
         // The exception state is read in the same system call as the stack, just after
         // it: read before, it can belong to another moment than the stack.
         let exc_fields = self.exception_fields(o, tstate);
-        let (collecting, gc_frame) = self.gc_state;
+        let (collecting, gc_frame) = (self.gc.collecting, self.gc.trigger);
         // 3.15 says which frame triggered the collection: <GC> goes just inside it, as
         // CPython puts it. Earlier versions only say that a collection runs: the thread
         // running it holds the GIL, and the collection sits on top of its stack.
@@ -510,11 +494,11 @@ impl Sampler {
             (collecting && o.interp.gc_frame.is_some() && gc_frame != 0).then_some(gc_frame);
         let gc_on_top = collecting && o.interp.gc_frame.is_none() && has_gil;
         let layout = &self.target.layout;
-        let slot = layout.current_frame_slot(tstate, &self.tstate_buf)?;
+        let slot = layout.current_frame_slot(tstate, &self.bufs.tstate)?;
         let mut guess = match (slot, self.memo.last_frame(tid)) {
             (None, _) => 0,
             (Some(_), Some(at)) => at,
-            (Some(_), None) => layout.current_frame(&*self.target.mem, &self.tstate_buf)?,
+            (Some(_), None) => layout.current_frame(&*self.target.mem, &self.bufs.tstate)?,
         };
         // The thread runs on while we read it: a read that does not validate (the
         // innermost frame moved, a frame popped under us, a chain that does not end
@@ -567,5 +551,26 @@ impl Sampler {
         }
         self.write_stack(tid, interp_id, now_us, status);
         Ok(())
+    }
+
+    /// Writes `self.stack.frames` as a sample of thread `tid`.
+    pub(super) fn write_stack(&mut self, tid: u64, interp_id: u32, now_us: u64, status: u8) {
+        match self
+            .writer
+            .write_sample(tid, interp_id, now_us, status, &self.stack.frames)
+        {
+            Ok(()) => {
+                self.stats.samples += 1;
+                if let Some(sink) = &self.opts.sink {
+                    let (frames, strings) = (self.writer.frames(), self.writer.strings());
+                    sink.sample(tid, status, &self.stack.frames, frames, strings);
+                }
+            }
+            Err(e) => {
+                if self.write_error.is_none() {
+                    self.write_error = Some(e.to_string());
+                }
+            }
+        }
     }
 }

@@ -6,9 +6,10 @@ use crate::tach::MAX_STACK_DEPTH;
 
 use super::super::layout::{field_i32, field_u64, FrameOwner, Offsets};
 use super::super::memory::ReadError;
+use super::stack::{RawFrame, GC_MARK};
 use super::threads::StackRead;
 use super::window::{Snapshot, MAX_SLOTS, PAGE, WINDOW_MAX_PAGES};
-use super::{RawFrame, Sampler, FRAME_OWNED_BY_GENERATOR, GC_MARK, MAX_WALK};
+use super::{Sampler, FRAME_OWNED_BY_GENERATOR, MAX_WALK};
 
 impl Sampler {
     /// Whether the frame at `frame` (outside the pages read) belongs to a generator or
@@ -120,7 +121,7 @@ impl Sampler {
                 self.target.mem.read_u64(slot)?
             }
             Some(slot) => {
-                self.window.pages = self.stack_pages;
+                self.window.pages = self.window.span_pages;
                 match self.snapshot(o, read, slot, *guess) {
                     Snapshot::At(frame) => {
                         if frame != 0 {
@@ -137,7 +138,8 @@ impl Sampler {
                     Snapshot::Moved(frame) => {
                         if frame == *guess {
                             // The frame straddles the pages read: take more next time.
-                            self.stack_pages = (self.stack_pages * 2).min(WINDOW_MAX_PAGES);
+                            self.window.span_pages =
+                                (self.window.span_pages * 2).min(WINDOW_MAX_PAGES);
                         }
                         *guess = frame;
                         return Err(ReadError::Invalid(
@@ -155,12 +157,12 @@ impl Sampler {
                 }
             }
         };
-        self.cut_found = None;
+        self.tasks.cut_found = None;
         let complete = self.walk(o, frame, read.gc_at, read.cut, may_retry)?;
         let base = o
             .thread
             .base_frame
-            .and_then(|off| field_u64(&self.tstate_buf, off))
+            .and_then(|off| field_u64(&self.bufs.tstate, off))
             .filter(|&b| b != 0);
         if let (Some(base), Some(last)) = (base, complete) {
             // A chain that does not end at the thread's base frame was torn by a call
@@ -177,13 +179,13 @@ impl Sampler {
             // machinery of its step runs around its coroutine (scheduling the next step,
             // calling done callbacks): the coroutine is not on the stack then, and the
             // whole stack goes under the task, as CPython's sampler puts it.
-            if let Some(k) = self.cut_found {
-                self.raw.truncate(k);
+            if let Some(k) = self.tasks.cut_found {
+                self.stack.raw.truncate(k);
             }
-            self.append_async_items();
+            self.tasks.append_items(&mut self.stack.raw);
         }
         if read.gc_on_top {
-            self.raw.insert(
+            self.stack.raw.insert(
                 0,
                 RawFrame {
                     code: GC_MARK,
@@ -192,7 +194,7 @@ impl Sampler {
                     called_python: false,
                 },
             );
-            self.raw.truncate(MAX_STACK_DEPTH);
+            self.stack.raw.truncate(MAX_STACK_DEPTH);
         }
         self.resolve_stack(o)
     }
@@ -208,7 +210,7 @@ impl Sampler {
         cut: Option<u64>,
         may_retry: bool,
     ) -> Result<Option<u64>, ReadError> {
-        self.raw.clear();
+        self.stack.raw.clear();
         if let Some(n) = self.native.as_deref_mut() {
             n.clear_entry_frames();
         }
@@ -222,16 +224,16 @@ impl Sampler {
         // Whether the frame just above in the chain was a Python frame of the same eval
         // loop (not an entry frame).
         let mut callee_python = false;
-        while frame != 0 && self.raw.len() < MAX_STACK_DEPTH {
+        while frame != 0 && self.stack.raw.len() < MAX_STACK_DEPTH {
             last = frame;
             if gc_frame == Some(frame) {
-                self.raw.push(RawFrame {
+                self.stack.raw.push(RawFrame {
                     code: GC_MARK,
                     instr: 0,
                     owner: 0,
                     called_python: false,
                 });
-                if self.raw.len() >= MAX_STACK_DEPTH {
+                if self.stack.raw.len() >= MAX_STACK_DEPTH {
                     break;
                 }
             }
@@ -258,11 +260,12 @@ impl Sampler {
                         && may_retry
                         && !reloaded
                         && !self.window.truncated
-                        && self.stack_pages < WINDOW_MAX_PAGES
+                        && self.window.span_pages < WINDOW_MAX_PAGES
                     {
                         // Read later, those frames could be from another moment: take a
                         // snapshot deep enough instead.
-                        self.stack_pages = ((top - frame).div_ceil(PAGE) + 1).min(WINDOW_MAX_PAGES);
+                        self.window.span_pages =
+                            ((top - frame).div_ceil(PAGE) + 1).min(WINDOW_MAX_PAGES);
                         return Err(ReadError::Invalid("the stack runs below the pages read"));
                     }
                     let mut img = None;
@@ -274,8 +277,8 @@ impl Sampler {
                     match img {
                         Some(img) => img,
                         None => {
-                            self.target.mem.read(frame, &mut self.frame_buf)?;
-                            &self.frame_buf
+                            self.target.mem.read(frame, &mut self.bufs.frame)?;
+                            &self.bufs.frame
                         }
                     }
                 }
@@ -310,7 +313,7 @@ impl Sampler {
                         // returned from its innermost frame while the snapshot was
                         // taken, and the caller is the innermost now (CPython's unwinder
                         // skips such a frame too). Deeper in the chain, the read is torn.
-                        if self.raw.iter().all(|f| f.code == GC_MARK) {
+                        if self.stack.raw.iter().all(|f| f.code == GC_MARK) {
                             frame = prev;
                             continue;
                         }
@@ -330,18 +333,18 @@ impl Sampler {
                             // callees in the chain returned from them while the snapshot
                             // was taken: they are gone, and it is the innermost.
                             if field_i32(img, off) == Some(-1) {
-                                self.raw.retain(|f| f.code == GC_MARK);
+                                self.stack.raw.retain(|f| f.code == GC_MARK);
                             }
                         }
                     }
-                    self.raw.push(RawFrame {
+                    self.stack.raw.push(RawFrame {
                         code,
                         instr,
                         owner,
                         called_python: callee_python,
                     });
-                    if cut == Some(frame) && self.cut_found.is_none() {
-                        self.cut_found = Some(self.raw.len());
+                    if cut == Some(frame) && self.tasks.cut_found.is_none() {
+                        self.tasks.cut_found = Some(self.stack.raw.len());
                     }
                     // 3.11: the first frame of an eval loop was called from C.
                     let entry = o
@@ -353,7 +356,7 @@ impl Sampler {
             }
             frame = prev;
         }
-        self.stack_pages = if reloaded {
+        self.window.span_pages = if reloaded {
             self.window.pages
         } else {
             // One page more than the chain spans: its top moves up and down.

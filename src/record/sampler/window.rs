@@ -26,6 +26,8 @@ pub(super) struct Window {
     pub(super) scratch: Vec<u8>,
     pub(super) ranges: Vec<(u64, usize)>,
     pub(super) pages: u64,
+    /// Pages of data stack the last walk spanned: what the next snapshot reads.
+    pub(super) span_pages: u64,
     /// The fields a snapshot read with the stack.
     pub(super) fields: Vec<Option<u64>>,
     /// The last snapshot stopped at a page it could not read (the bottom of a mapping):
@@ -53,6 +55,7 @@ impl Default for Window {
             truncated: false,
             ranges: Vec::with_capacity(WINDOW_MAX_PAGES as usize),
             pages: 0,
+            span_pages: WINDOW_MIN_PAGES,
         }
     }
 }

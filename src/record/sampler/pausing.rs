@@ -1,0 +1,159 @@
+//! Pausing (`RecordOptions::blocking`; `--native` too): the thread holding the GIL is
+//! paused while a tick reads the stacks, so that every sample describes one moment.
+
+use super::super::layout::Offsets;
+use super::super::pause::{Pauser, ThreadPause};
+use super::super::ptrace_pause::{PtracePauser, NATIVE_STOP_TIMEOUT};
+use super::threads::{gil_fields, gil_span};
+use super::Sampler;
+
+/// The pauser, and the thread it paused this tick. A part of its own so that a tick's
+/// end, and a tick that ended early, let go of the paused thread in one place.
+pub(super) struct Pausing {
+    /// Pauses the GIL holder during a tick: with a signal in-process, with ptrace from
+    /// outside. `None`: the tick reads running threads.
+    pauser: Option<Box<dyn ThreadPause>>,
+    /// The thread paused this tick and whether it was on a CPU just before (paused, it
+    /// is in a signal handler or stopped: its scheduling state says nothing of its work).
+    paused_on_cpu: Option<(u64, bool)>,
+}
+
+impl Pausing {
+    /// What pauses threads in process `pid`: nothing unless `blocking`; with `native`,
+    /// ptrace, given the time to stop (every sampled thread is stopped in turn).
+    pub(super) fn new(pid: u64, blocking: bool, native: bool) -> Pausing {
+        let pauser = if native {
+            Some(Box::new(PtracePauser::with_stop_timeout(
+                pid as i32,
+                NATIVE_STOP_TIMEOUT,
+            )) as Box<dyn ThreadPause>)
+        } else {
+            blocking.then(|| pauser_for(pid)).flatten()
+        };
+        Pausing {
+            pauser,
+            paused_on_cpu: None,
+        }
+    }
+
+    /// Whether ticks pause threads at all.
+    pub(super) fn enabled(&self) -> bool {
+        self.pauser.is_some()
+    }
+
+    /// Lets the paused thread run again.
+    pub(super) fn resume(&mut self) {
+        if let Some(p) = &mut self.pauser {
+            p.resume();
+        }
+        self.paused_on_cpu = None;
+    }
+
+    /// At a tick's end: a tick that ended early (a read error) must not leave a thread
+    /// paused.
+    pub(super) fn settle(&mut self) {
+        if let Some(p) = &mut self.pauser {
+            p.settle();
+        }
+        self.paused_on_cpu = None;
+    }
+
+    /// Whether thread `tid` was on a CPU just before it was paused; `None` when it is not
+    /// the paused thread.
+    pub(super) fn on_cpu_before(&self, tid: u64) -> Option<bool> {
+        match self.paused_on_cpu {
+            Some((paused, state)) if paused == tid => Some(state),
+            _ => None,
+        }
+    }
+
+    /// `--native`: stops thread `tid` unless it is stopped already (the one pauser
+    /// stops each sampled thread in turn, releasing the one stopped before). Whether it
+    /// is stopped.
+    pub(super) fn stop(&mut self, tid: u64) -> bool {
+        let Some(pauser) = self.pauser.as_mut() else {
+            return false;
+        };
+        if pauser.ptrace_stopped() == Some(tid) {
+            return true;
+        }
+        let stopped = pauser.pause(tid);
+        self.paused_on_cpu = None;
+        stopped
+    }
+
+    /// (pauses, pauses that timed out) so far, when ticks pause threads.
+    pub(super) fn counts(&self) -> Option<(u64, u64)> {
+        self.pauser.as_ref().map(|p| (p.paused(), p.timeouts()))
+    }
+}
+
+/// Our own threads are paused with a signal, another process's with ptrace.
+fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
+    // SAFETY: getpid has no preconditions.
+    if pid == unsafe { libc::getpid() } as u64 {
+        Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
+    } else {
+        Some(Box::new(PtracePauser::new(pid as i32)))
+    }
+}
+
+impl Sampler {
+    /// Pauses the thread that holds the main interpreter's GIL, so that no thread's
+    /// Python stack changes while the tick reads them, and returns the GIL state that
+    /// holds while it is paused. The holder can drop the GIL between the read of the
+    /// state and the pause; the state is read again once paused, and a new holder is
+    /// paused instead (a few times at most). With no holder, or a thread that cannot be
+    /// paused in time, the tick reads running threads as without the pause.
+    pub(super) fn pause_gil_holder(
+        &mut self,
+        o: &Offsets,
+        interp: u64,
+        mut state: (bool, u64),
+    ) -> (bool, u64) {
+        let Some((lo, len)) = gil_span(o) else {
+            return state;
+        };
+        let base = if o.gil.in_runtime {
+            self.target.runtime
+        } else {
+            interp
+        };
+        let mut gil = [0u8; 64];
+        let Some(gil) = gil.get_mut(..len) else {
+            return state;
+        };
+        for _ in 0..3 {
+            let (locked, holder) = state;
+            if !locked || holder == 0 {
+                return state;
+            }
+            let Some(tid) = self.tid_of_tstate(o, holder) else {
+                return state;
+            };
+            if !self.pausing.enabled() || tid == 0 {
+                return state;
+            }
+            // Paused, the thread is in a signal handler or stopped by ptrace (`t`): its
+            // scheduling state is the one it had just before.
+            let before = self.on_cpu(tid);
+            let Some(pauser) = self.pausing.pauser.as_mut() else {
+                return state;
+            };
+            if !pauser.pause(tid) {
+                return state;
+            }
+            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
+                return state;
+            }
+            let now = gil_fields(o, gil, lo);
+            self.pausing.paused_on_cpu = before.map(|b| (tid, b));
+            if now == state {
+                return state;
+            }
+            state = now;
+        }
+        self.pausing.resume();
+        state
+    }
+}
