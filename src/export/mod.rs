@@ -445,6 +445,14 @@ pub fn export_file(
         export_to(exporter, &file, filter, options, &mut w)?;
         w.flush().map_err(io)?;
         drop(w);
+        // The old output goes first: ext4 writes back a file renamed over another
+        // before the rename returns (its `auto_da_alloc` guard), which took 10 of 45 ms
+        // when a 6.9 MB collapsed export replaced the previous one. A symlink is
+        // replaced, not followed, as the rename alone would do; a directory stays, and
+        // the rename then fails as before.
+        if std::fs::symlink_metadata(output).is_ok_and(|m| !m.is_dir()) {
+            let _ = std::fs::remove_file(output);
+        }
         std::fs::rename(&tmp, output).map_err(io)
     })();
     if result.is_err() {
@@ -464,6 +472,46 @@ pub fn write_error(what: &str) -> impl Fn(std::io::Error) -> ExportError + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An export replaces what was at its path: a file, or a symlink (the link itself,
+    /// never its target); a directory there is an error and stays.
+    #[test]
+    fn export_file_replaces_a_file_or_a_link_and_refuses_a_directory() {
+        let input = crate::golden_corpus::golden_bins()
+            .into_iter()
+            .find(|p| p.ends_with("cpu_recursive.bin"))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (out, target, link) = (
+            dir.path().join("out.txt"),
+            dir.path().join("target.txt"),
+            dir.path().join("link.txt"),
+        );
+        let export = |to: &Path| {
+            export_file(
+                &collapsed::Collapsed,
+                &input,
+                to,
+                &SampleFilter::default(),
+                &ExportOptions::default(),
+            )
+        };
+        std::fs::write(&out, "old").unwrap();
+        export(&out).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.starts_with("tid:"), "{text:.40}");
+        std::fs::write(&target, "kept").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        export(&link).unwrap();
+        assert!(!std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), text);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        assert!(export(&sub).is_err());
+        assert!(sub.is_dir());
+        assert!(!dir.path().join("sub.partial").exists());
+    }
 
     #[test]
     fn options_apply_to_their_own_format_only() {
