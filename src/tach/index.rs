@@ -11,7 +11,7 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::counts::StackCounts;
+use super::counts::{GroupCount, StackCounts};
 use super::error::Result;
 use super::filter::SampleFilter;
 use super::reader::TachFile;
@@ -127,6 +127,51 @@ pub fn first_timestamp(file: &TachFile) -> Result<Option<u64>> {
     Ok(min)
 }
 
+/// The threads of the groups of `counts` that `keep` keeps (given the thread id), with
+/// each group's stack named by `stack_id`, in first-kept order; and their samples.
+fn thread_profiles(
+    counts: &StackCounts,
+    keep: impl Fn(u64, &GroupCount) -> bool,
+    mut stack_id: impl FnMut(u32) -> u32,
+) -> (Vec<ThreadProfile>, u64) {
+    // The counts' thread indices, renumbered in kept order.
+    let mut thread_at: Vec<Option<usize>> = vec![None; counts.threads.len()];
+    let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
+    let mut threads: Vec<ThreadProfile> = Vec::new();
+    let mut total = 0u64;
+    for g in &counts.groups {
+        let Some(&(thread_id, interpreter_id)) = counts.threads.get(g.thread as usize) else {
+            continue;
+        };
+        if !keep(thread_id, g) {
+            continue;
+        }
+        let id = stack_id(g.stack);
+        let t = *thread_at[g.thread as usize].get_or_insert_with(|| {
+            threads.push(ThreadProfile {
+                thread_id,
+                interpreter_id,
+                samples: 0,
+                stacks: Vec::new(),
+                status_counts: Box::new([0; 256]),
+            });
+            per_thread_stack.push(HashMap::default());
+            threads.len() - 1
+        });
+        let tp = &mut threads[t];
+        let list = &mut tp.stacks;
+        let entry = *per_thread_stack[t].entry(id).or_insert_with(|| {
+            list.push((id, 0));
+            list.len() - 1
+        });
+        tp.stacks[entry].1 += g.samples;
+        tp.samples += g.samples;
+        tp.status_counts[g.status as usize] += g.samples;
+        total += g.samples;
+    }
+    (threads, total)
+}
+
 impl ProfileIndex {
     /// Samples per unique stack, over all threads (indexed by stack id).
     pub fn stack_totals(&self) -> Vec<u64> {
@@ -160,36 +205,7 @@ impl ProfileIndex {
     /// are already the ones that pass would give: each stack is interned where its first
     /// group is made, so stack ids follow the groups' order.
     fn from_all_counts(counts: StackCounts) -> Self {
-        let mut thread_at: Vec<Option<usize>> = vec![None; counts.threads.len()];
-        let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
-        let mut threads: Vec<ThreadProfile> = Vec::new();
-        let mut total = 0u64;
-        for g in &counts.groups {
-            let Some(&(thread_id, interpreter_id)) = counts.threads.get(g.thread as usize) else {
-                continue;
-            };
-            let t = *thread_at[g.thread as usize].get_or_insert_with(|| {
-                threads.push(ThreadProfile {
-                    thread_id,
-                    interpreter_id,
-                    samples: 0,
-                    stacks: Vec::new(),
-                    status_counts: Box::new([0; 256]),
-                });
-                per_thread_stack.push(HashMap::default());
-                threads.len() - 1
-            });
-            let tp = &mut threads[t];
-            let list = &mut tp.stacks;
-            let entry = *per_thread_stack[t].entry(g.stack).or_insert_with(|| {
-                list.push((g.stack, 0));
-                list.len() - 1
-            });
-            tp.stacks[entry].1 += g.samples;
-            tp.samples += g.samples;
-            tp.status_counts[g.status as usize] += g.samples;
-            total += g.samples;
-        }
+        let (threads, total) = thread_profiles(&counts, |_, _| true, |stack| stack);
         ProfileIndex {
             stacks: counts.stacks,
             threads,
@@ -206,43 +222,16 @@ impl ProfileIndex {
     pub fn from_counts(counts: &StackCounts, filter: &SampleFilter) -> Self {
         let bound = filter.bind(0);
         let mut stacks = StackTable::default();
-        // The counts' stack ids and thread indices, renumbered in kept order.
+        // The counts' stack ids, renumbered in kept order.
         let mut stack_id: Vec<Option<u32>> = vec![None; counts.stacks.len()];
-        let mut thread_at: Vec<Option<usize>> = vec![None; counts.threads.len()];
-        let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
-        let mut threads: Vec<ThreadProfile> = Vec::new();
-        let mut total = 0u64;
-        for g in &counts.groups {
-            let Some(&(thread_id, interpreter_id)) = counts.threads.get(g.thread as usize) else {
-                continue;
-            };
-            if !bound.keeps_thread(thread_id) || !bound.keeps(g.status, 0) {
-                continue;
-            }
-            let id = *stack_id[g.stack as usize]
-                .get_or_insert_with(|| stacks.intern(counts.stacks.get(g.stack)));
-            let t = *thread_at[g.thread as usize].get_or_insert_with(|| {
-                threads.push(ThreadProfile {
-                    thread_id,
-                    interpreter_id,
-                    samples: 0,
-                    stacks: Vec::new(),
-                    status_counts: Box::new([0; 256]),
-                });
-                per_thread_stack.push(HashMap::default());
-                threads.len() - 1
-            });
-            let tp = &mut threads[t];
-            let list = &mut tp.stacks;
-            let entry = *per_thread_stack[t].entry(id).or_insert_with(|| {
-                list.push((id, 0));
-                list.len() - 1
-            });
-            tp.stacks[entry].1 += g.samples;
-            tp.samples += g.samples;
-            tp.status_counts[g.status as usize] += g.samples;
-            total += g.samples;
-        }
+        let (threads, total) = thread_profiles(
+            counts,
+            |thread_id, g| bound.keeps_thread(thread_id) && bound.keeps(g.status, 0),
+            |stack| {
+                *stack_id[stack as usize]
+                    .get_or_insert_with(|| stacks.intern(counts.stacks.get(stack)))
+            },
+        );
         ProfileIndex {
             stacks,
             threads,
