@@ -211,6 +211,108 @@ impl MemoryReader for ProcessVmReader {
     }
 }
 
+/// At most this many ranges are read ahead in one batch ([`Prefetched`]).
+pub const MAX_PREFETCH_RANGES: usize = 64;
+/// At most this many bytes are read ahead in one batch.
+pub const MAX_PREFETCH_BYTES: usize = 64 * 1024;
+
+/// Reads answered from ranges read beforehand in one call, or else read when asked.
+///
+/// A walk that chases pointers reads one object after the other, each read waiting for
+/// the previous one's answer: one `process_vm_readv` per object. A walk that repeats
+/// (the same chain of asyncio tasks, tick after tick) asks for the same ranges each
+/// time, so the ranges it asked for last time are read first, together
+/// ([`MemoryReader::read_many`]: one call), and the walk, run unchanged over this
+/// reader, is answered from them where it asks for a range they hold. Every answer
+/// comes from this read: a range not read ahead is read when asked, so a walk whose
+/// objects moved reads what it reads without the batch, only later. [`Prefetched::asked`]
+/// gives the ranges it asked for this time: the next batch.
+pub struct Prefetched<'a> {
+    inner: &'a dyn MemoryReader,
+    /// (address, length, offset in `data`) of each range read ahead.
+    fetched: Vec<(u64, usize, usize)>,
+    data: Vec<u8>,
+    /// The ranges asked for, in order, those inside an earlier one left out (bounded by
+    /// [`MAX_PREFETCH_RANGES`] and [`MAX_PREFETCH_BYTES`]).
+    asked: std::sync::Mutex<(Vec<(u64, usize)>, usize)>,
+}
+
+impl<'a> Prefetched<'a> {
+    /// Reads `ahead` (the ranges a previous walk asked for; beyond the bounds ignored)
+    /// from `inner` in one batch. The ranges up to the first that cannot be read are
+    /// kept.
+    pub fn new(inner: &'a dyn MemoryReader, ahead: &[(u64, usize)]) -> Prefetched<'a> {
+        let mut ranges = Vec::with_capacity(ahead.len().min(MAX_PREFETCH_RANGES));
+        let mut total = 0;
+        for &(addr, len) in ahead.iter().take(MAX_PREFETCH_RANGES) {
+            if total + len > MAX_PREFETCH_BYTES {
+                break;
+            }
+            ranges.push((addr, len));
+            total += len;
+        }
+        let mut data = vec![0u8; total];
+        let read = if ranges.is_empty() {
+            0
+        } else {
+            inner.read_many(&ranges, &mut data)
+        };
+        let mut fetched = Vec::with_capacity(read);
+        let mut at = 0;
+        for &(addr, len) in &ranges[..read] {
+            fetched.push((addr, len, at));
+            at += len;
+        }
+        Prefetched {
+            inner,
+            fetched,
+            data,
+            asked: std::sync::Mutex::new((Vec::new(), 0)),
+        }
+    }
+
+    /// The ranges the walk asked for, in order: what to read ahead next time.
+    pub fn asked(self) -> Vec<(u64, usize)> {
+        match self.asked.into_inner() {
+            Ok((asked, _)) => asked,
+            Err(poisoned) => poisoned.into_inner().0,
+        }
+    }
+
+    fn note(&self, addr: u64, len: usize) {
+        let Ok(mut guard) = self.asked.lock() else {
+            return;
+        };
+        let (asked, bytes) = &mut *guard;
+        let inside = |&(a, l): &(u64, usize)| {
+            addr >= a && addr.saturating_add(len as u64) <= a.saturating_add(l as u64)
+        };
+        if asked.len() >= MAX_PREFETCH_RANGES
+            || *bytes + len > MAX_PREFETCH_BYTES
+            || asked.iter().any(inside)
+        {
+            return;
+        }
+        asked.push((addr, len));
+        *bytes += len;
+    }
+}
+
+impl MemoryReader for Prefetched<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.note(addr, buf.len());
+        let end = addr.saturating_add(buf.len() as u64);
+        for &(a, len, at) in &self.fetched {
+            if addr >= a && end <= a.saturating_add(len as u64) {
+                let from = at + (addr - a) as usize;
+                buf.copy_from_slice(&self.data[from..from + buf.len()]);
+                return Ok(());
+            }
+        }
+        self.inner.read(addr, buf)
+    }
+}
+
 /// A sparse memory image, for tests: reads succeed only inside mapped regions.
 #[cfg(test)]
 #[derive(Debug, Default, Clone)]
@@ -293,6 +395,54 @@ mod tests {
         assert_eq!(&buf[..12], &[1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2]);
         let ranges = [(a.as_ptr() as u64, 8), (0, 4)];
         assert_eq!(r.read_many(&ranges, &mut buf), 1);
+    }
+
+    #[test]
+    fn prefetched_reads_answer_as_the_memory_does_and_learn_what_was_asked() {
+        let mut m = FakeMemory::new();
+        m.map(0x1000, (0..64).collect());
+        m.map(0x9000, vec![7; 16]);
+        // A first walk: nothing read ahead, every read goes to the memory.
+        let walk = |mem: &dyn MemoryReader| {
+            let a = mem.read_u64(0x1008).unwrap();
+            let mut b = [0u8; 4];
+            mem.read(0x1010, &mut b).unwrap();
+            let c = mem.read_u64(0x9000).unwrap();
+            (a, b, c, mem.read_u64(0x1040).is_err())
+        };
+        let first = Prefetched::new(&m, &[]);
+        let expected = walk(&first);
+        assert_eq!(expected, walk(&m));
+        let asked = first.asked();
+        // The unreadable range is asked for too: read ahead, it ends the batch there.
+        assert_eq!(
+            asked,
+            vec![(0x1008, 8), (0x1010, 4), (0x9000, 8), (0x1040, 8)]
+        );
+        // Read ahead: the same answers, now from the batch, and what changed since is
+        // read as it is now.
+        let mut changed = m.clone();
+        changed.put_u64(0x9000, 99);
+        let second = Prefetched::new(&changed, &asked);
+        assert_eq!(second.fetched.len(), 3);
+        let (a, b, c, unreadable) = walk(&second);
+        assert_eq!((a, b, unreadable), (expected.0, expected.1, true));
+        assert_eq!(c, 99);
+        // A range inside one asked for before is not asked for again; ranges beyond
+        // the bounds are not read ahead.
+        let third = Prefetched::new(&m, &[(0x1000, 64)]);
+        third.read(0x1008, &mut [0u8; 16]).unwrap();
+        third.read_u64(0x1010).unwrap();
+        third.read_u64(0x1000).unwrap();
+        assert_eq!(third.asked(), vec![(0x1008, 16), (0x1000, 8)]);
+        let many: Vec<(u64, usize)> = (0..100).map(|i| (0x1000 + i, 1)).collect();
+        assert_eq!(
+            Prefetched::new(&m, &many).fetched.len(),
+            MAX_PREFETCH_RANGES
+        );
+        assert!(Prefetched::new(&m, &[(0x1000, MAX_PREFETCH_BYTES + 1)])
+            .fetched
+            .is_empty());
     }
 
     #[test]

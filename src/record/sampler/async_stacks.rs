@@ -19,7 +19,7 @@ use super::super::asyncio::{
     self, AsyncError, AsyncMode, StackItem, Task, TaskReader, MAX_TASK_DEPTH,
 };
 use super::super::layout::{Offsets, DEBUG_OFFSETS_READ};
-use super::super::memory::ReadError;
+use super::super::memory::{MemoryReader, Prefetched, ReadError};
 use super::stack::{RawFrame, TASK_MARK};
 use super::{Sampler, Target, FRAME_OWNED_BY_GENERATOR};
 
@@ -43,7 +43,13 @@ pub(super) struct AsyncTasks {
     /// `all`: the tasks read this tick, with the thread they belong to and its status.
     tick_tasks: HashMap<u64, Task>,
     task_threads: HashMap<u64, (u64, u8)>,
+    /// `running`: per running task, the ranges its chain's walk read last time.
+    read_ahead: HashMap<u64, Vec<(u64, usize)>>,
 }
+
+/// Running tasks whose reads are kept for the next tick; past it the map starts again
+/// (a server with more tasks than this running in turn reads them as before).
+const MAX_READ_AHEAD_TASKS: usize = 1024;
 
 impl AsyncTasks {
     /// The task reader for `--async-aware` (`mode`): CPython 3.14 and 3.15 (from
@@ -77,13 +83,36 @@ impl AsyncTasks {
         self.reader.is_some()
     }
 
-    /// The running task's `<task>` frame and the tasks above it into `items` (the
-    /// running task's own frames are the thread's).
-    fn running_chain(&mut self, target: &Target, running: u64) -> Result<(), ReadError> {
+    /// Where the running task's coroutine frame is (the thread's stack is cut there),
+    /// and its `<task>` frame and the tasks above it into `items` (the running task's
+    /// own frames are the thread's).
+    ///
+    /// The thread is stopped while this reads (blocking), and the chain of a task is
+    /// the same from tick to tick while it runs: the ranges read for this running task
+    /// last time are read first in one batch ([`Prefetched`]), and the walk is answered
+    /// from it where it asks for the same ranges (about a dozen reads become one).
+    fn running_chain(&mut self, target: &Target, running: u64) -> Result<u64, ReadError> {
+        let ahead = self.read_ahead.remove(&running).unwrap_or_default();
+        let mem = Prefetched::new(&*target.mem, &ahead);
+        let frame = self.walk_running_chain(&mem, target, running)?;
+        if self.read_ahead.len() >= MAX_READ_AHEAD_TASKS {
+            self.read_ahead.clear();
+        }
+        self.read_ahead.insert(running, mem.asked());
+        Ok(frame)
+    }
+
+    fn walk_running_chain(
+        &mut self,
+        mem: &dyn MemoryReader,
+        target: &Target,
+        running: u64,
+    ) -> Result<u64, ReadError> {
         let Some(reader) = self.reader.as_mut() else {
-            return Ok(());
+            return Ok(0);
         };
-        let (mem, types, o) = (&*target.mem, &target.types, target.layout.offsets());
+        let (types, o) = (&target.types, target.layout.offsets());
+        let frame = reader.task_frame(mem, running)?;
         let mut chain = HashMap::new();
         let mut current = Some(running);
         let mut depth = 0;
@@ -98,7 +127,7 @@ impl AsyncTasks {
         }
         self.items.clear();
         asyncio::linear_stack(running, &chain, &mut self.items);
-        Ok(())
+        Ok(frame)
     }
 
     /// Appends `items` to the raw frames: coroutine frames and `<task>` marks.
@@ -208,8 +237,8 @@ impl Sampler {
                 if thread.running_task == 0 {
                     return Ok(AsyncPlan::Skip);
                 }
-                let frame = reader.task_frame(mem, thread.running_task)?;
-                self.tasks
+                let frame = self
+                    .tasks
                     .running_chain(&self.target, thread.running_task)?;
                 Ok(AsyncPlan::Cut(frame))
             }
