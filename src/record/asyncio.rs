@@ -363,33 +363,61 @@ impl TaskReader {
         self.asyncio.as_ref()
     }
 
+    /// How many bytes of a thread state hold its asyncio fields (once asyncio is
+    /// loaded): a thread state image this long answers [`Self::thread`] without a read.
+    pub fn tstate_len(&self) -> Option<u64> {
+        let a = self.asyncio.as_ref()?;
+        [
+            a.tstate_running_loop,
+            a.tstate_running_task,
+            a.tstate_tasks_head,
+        ]
+        .into_iter()
+        .max()
+        .map(|off| off.saturating_add(8))
+    }
+
     /// The thread's loop, running task and whether it has tasks, from its state at
-    /// `tstate`. `None` while asyncio is not loaded.
+    /// `tstate`: from `image` (the thread state's bytes, read under the same pause)
+    /// where it holds the fields, else read now. `None` while asyncio is not loaded.
     pub fn thread(
         &mut self,
         mem: &dyn MemoryReader,
         tstate: u64,
+        image: Option<&[u8]>,
         now_us: u64,
     ) -> Result<Option<ThreadAsync>, ReadError> {
         let Some(a) = self.asyncio(mem, now_us) else {
             return Ok(None);
         };
         let head = tstate.wrapping_add(a.tstate_tasks_head);
-        let ranges = [
-            (tstate.wrapping_add(a.tstate_running_loop), 8),
-            (tstate.wrapping_add(a.tstate_running_task), 8),
-            (head, 8),
-        ];
-        let mut b = [0u8; 24];
-        if mem.read_many(&ranges, &mut b) < ranges.len() {
-            return Err(ReadError::Invalid(
-                "thread state's asyncio fields unreadable",
-            ));
-        }
-        let next = field_u64(&b, 16).unwrap_or(0);
+        let in_image = |off| image.and_then(|i| field_u64(i, off));
+        let fields = match (
+            in_image(a.tstate_running_loop),
+            in_image(a.tstate_running_task),
+            in_image(a.tstate_tasks_head),
+        ) {
+            (Some(l), Some(t), Some(n)) => [l, t, n],
+            _ => {
+                let ranges = [
+                    (tstate.wrapping_add(a.tstate_running_loop), 8),
+                    (tstate.wrapping_add(a.tstate_running_task), 8),
+                    (head, 8),
+                ];
+                let mut b = [0u8; 24];
+                if mem.read_many(&ranges, &mut b) < ranges.len() {
+                    return Err(ReadError::Invalid(
+                        "thread state's asyncio fields unreadable",
+                    ));
+                }
+                let w = |at| field_u64(&b, at).unwrap_or(0);
+                [w(0), w(8), w(16)]
+            }
+        };
+        let [running_loop, running_task, next] = fields;
         Ok(Some(ThreadAsync {
-            running_loop: field_u64(&b, 0).unwrap_or(0),
-            running_task: field_u64(&b, 8).unwrap_or(0) & !self.tag_mask,
+            running_loop,
+            running_task: running_task & !self.tag_mask,
             tasks_head: head,
             // An empty list points at itself (a list never initialised, at null).
             has_tasks: next != head && next != 0,

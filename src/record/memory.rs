@@ -215,6 +215,8 @@ impl MemoryReader for ProcessVmReader {
 pub const MAX_PREFETCH_RANGES: usize = 64;
 /// At most this many bytes are read ahead in one batch.
 pub const MAX_PREFETCH_BYTES: usize = 64 * 1024;
+/// Ranges read ahead this close (in bytes) are read as one.
+const MERGE_GAP: u64 = 256;
 
 /// Reads answered from ranges read beforehand in one call, or else read when asked.
 ///
@@ -242,14 +244,42 @@ impl<'a> Prefetched<'a> {
     /// from `inner` in one batch. The ranges up to the first that cannot be read are
     /// kept.
     pub fn new(inner: &'a dyn MemoryReader, ahead: &[(u64, usize)]) -> Prefetched<'a> {
-        let mut ranges = Vec::with_capacity(ahead.len().min(MAX_PREFETCH_RANGES));
+        // Ranges close together are read as one (the kernel pins and copies each range
+        // of a call on its own: a task's fields and the object beside it cost one).
+        let mut spans: Vec<(u64, u64)> = ahead
+            .iter()
+            .take(MAX_PREFETCH_RANGES)
+            .filter(|&&(addr, len)| addr != 0 && len > 0)
+            .map(|&(addr, len)| (addr, addr.saturating_add(len as u64)))
+            .collect();
+        spans.sort_unstable();
+        let mut ranges: Vec<(u64, usize)> = Vec::with_capacity(spans.len());
         let mut total = 0;
-        for &(addr, len) in ahead.iter().take(MAX_PREFETCH_RANGES) {
+        let mut last_end = 0u64;
+        for (start, end) in spans {
+            // Bytes within MERGE_GAP of a range lie on a page that range is on, or on
+            // the next range's: merging never reads a page the ranges do not touch.
+            if let Some(last) = ranges.last_mut() {
+                if start <= last_end.saturating_add(MERGE_GAP) {
+                    if end > last_end {
+                        let grown = (end - last.0) as usize;
+                        if total - last.1 + grown > MAX_PREFETCH_BYTES {
+                            break;
+                        }
+                        total += grown - last.1;
+                        last.1 = grown;
+                        last_end = end;
+                    }
+                    continue;
+                }
+            }
+            let len = (end - start) as usize;
             if total + len > MAX_PREFETCH_BYTES {
                 break;
             }
-            ranges.push((addr, len));
+            ranges.push((start, len));
             total += len;
+            last_end = end;
         }
         let mut data = vec![0u8; total];
         let read = if ranges.is_empty() {
@@ -408,7 +438,7 @@ mod tests {
             let mut b = [0u8; 4];
             mem.read(0x1010, &mut b).unwrap();
             let c = mem.read_u64(0x9000).unwrap();
-            (a, b, c, mem.read_u64(0x1040).is_err())
+            (a, b, c, mem.read_u64(0x5000).is_err())
         };
         let first = Prefetched::new(&m, &[]);
         let expected = walk(&first);
@@ -417,14 +447,16 @@ mod tests {
         // The unreadable range is asked for too: read ahead, it ends the batch there.
         assert_eq!(
             asked,
-            vec![(0x1008, 8), (0x1010, 4), (0x9000, 8), (0x1040, 8)]
+            vec![(0x1008, 8), (0x1010, 4), (0x9000, 8), (0x5000, 8)]
         );
         // Read ahead: the same answers, now from the batch, and what changed since is
         // read as it is now.
         let mut changed = m.clone();
         changed.put_u64(0x9000, 99);
         let second = Prefetched::new(&changed, &asked);
-        assert_eq!(second.fetched.len(), 3);
+        // 0x1008 and 0x1010 are one read; the batch, in address order, stops at the
+        // unreadable 0x5000, so 0x9000 is read when asked: as it is now.
+        assert_eq!(second.fetched, vec![(0x1008, 12, 0)]);
         let (a, b, c, unreadable) = walk(&second);
         assert_eq!((a, b, unreadable), (expected.0, expected.1, true));
         assert_eq!(c, 99);
@@ -435,11 +467,17 @@ mod tests {
         third.read_u64(0x1010).unwrap();
         third.read_u64(0x1000).unwrap();
         assert_eq!(third.asked(), vec![(0x1008, 16), (0x1000, 8)]);
-        let many: Vec<(u64, usize)> = (0..100).map(|i| (0x1000 + i, 1)).collect();
+        let many: Vec<(u64, usize)> = (0..100).map(|i| (0x1000 + 300 * i, 1)).collect();
+        let mut wide = FakeMemory::new();
+        wide.map(0x1000, vec![1; 300 * 100]);
         assert_eq!(
-            Prefetched::new(&m, &many).fetched.len(),
+            Prefetched::new(&wide, &many).fetched.len(),
             MAX_PREFETCH_RANGES
         );
+        // Close ranges are one read, which answers each of them.
+        let close = Prefetched::new(&m, &[(0x1030, 8), (0x1000, 8), (0x1010, 4)]);
+        assert_eq!(close.fetched, vec![(0x1000, 0x38, 0)]);
+        assert_eq!(close.read_u64(0x1030), m.read_u64(0x1030));
         assert!(Prefetched::new(&m, &[(0x1000, MAX_PREFETCH_BYTES + 1)])
             .fetched
             .is_empty());

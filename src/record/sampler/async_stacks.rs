@@ -47,6 +47,9 @@ pub(super) struct AsyncTasks {
     read_ahead: HashMap<u64, Vec<(u64, usize)>>,
 }
 
+/// The longest thread state image read for its asyncio fields.
+const MAX_TSTATE_IMAGE: u64 = 64 * 1024;
+
 /// Running tasks whose reads are kept for the next tick; past it the map starts again
 /// (a server with more tasks than this running in turn reads them as before).
 const MAX_READ_AHEAD_TASKS: usize = 1024;
@@ -212,12 +215,17 @@ impl Sampler {
 
     /// Decides what the thread's sample is, reading its asyncio state (and, running,
     /// the chain of tasks awaiting the running one into the tasks' `items`).
+    ///
+    /// `from_image`: the thread state image read this tick (`bufs.tstate`) still holds
+    /// the asyncio fields (false when the stack is read again: the task may have
+    /// changed).
     pub(super) fn async_plan(
         &mut self,
         tstate: u64,
         tid: u64,
         status: u8,
         now_us: u64,
+        from_image: bool,
     ) -> Result<AsyncPlan, ReadError> {
         let Some(mode) = self.opts.async_mode else {
             return Ok(AsyncPlan::Plain);
@@ -226,9 +234,17 @@ impl Sampler {
             return Ok(AsyncPlan::Plain);
         };
         let mem = &*self.target.mem;
-        let Some(thread) = reader.thread(mem, tstate, now_us)? else {
+        let image = from_image.then_some(self.bufs.tstate.as_slice());
+        let Some(thread) = reader.thread(mem, tstate, image, now_us)? else {
             return Ok(AsyncPlan::Plain);
         };
+        // The next ticks' thread state images hold the asyncio fields (they follow
+        // `PyThreadState` in the interpreter's own thread state structure).
+        if let Some(len) = reader.tstate_len() {
+            if len as usize > self.bufs.tstate.len() && len <= MAX_TSTATE_IMAGE {
+                self.bufs.tstate.resize(len as usize, 0);
+            }
+        }
         match mode {
             AsyncMode::Running => {
                 if thread.running_loop == 0 {

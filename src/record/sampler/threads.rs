@@ -477,7 +477,7 @@ impl Sampler {
             plain,
             ..
         } = thread;
-        let mut plan = self.async_plan(tstate, tid, status, now_us)?;
+        let mut plan = self.async_plan(tstate, tid, status, now_us, true)?;
         if !self.sampled_under(plan, plain) {
             return Ok(());
         }
@@ -517,7 +517,7 @@ impl Sampler {
             let may_retry = attempt < READ_ATTEMPTS;
             if attempt > 1 && matches!(plan, AsyncPlan::Cut(_)) {
                 // The running task is read again with the stack: it may have changed.
-                plan = self.async_plan(tstate, tid, status, now_us)?;
+                plan = self.async_plan(tstate, tid, status, now_us, false)?;
                 if !self.sampled_under(plan, plain) {
                     return Ok(());
                 }
