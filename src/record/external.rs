@@ -147,8 +147,7 @@ impl RecordStats {
                 ) + &match n.threads_without_python {
                     0 => String::new(),
                     k => format!(
-                        ", {k} thread{} without Python not recorded (-a samples Python \
-                         threads only)",
+                        ", {k} thread{} without Python (native frames only)",
                         if k == 1 { "" } else { "s" }
                     ),
                 }
@@ -369,7 +368,12 @@ fn read_stacks(path: &PathBuf) -> Result<Vec<ThreadStack>, ExternalError> {
 
 /// `tach dump`'s text: per thread a header with its status, then its frames.
 pub fn render_dump(pid: i32, stacks: &[ThreadStack]) -> String {
-    let mut out = format!("Process {pid}: {} Python threads\n", stacks.len());
+    // `--native` also shows the threads that run no Python (their native stack alone).
+    let mut out = format!(
+        "Process {pid}: {} thread{}\n",
+        stacks.len(),
+        if stacks.len() == 1 { "" } else { "s" }
+    );
     for t in stacks {
         let mut flags = Vec::new();
         if t.main_thread {

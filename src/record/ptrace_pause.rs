@@ -174,6 +174,10 @@ impl PtracePauser {
     }
 }
 
+/// How long a `--native` pause spins for the stop before it sleeps between looks (a
+/// running thread stops within a few microseconds).
+const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+
 impl ThreadPause for PtracePauser {
     fn pause(&mut self, tid: u64) -> bool {
         self.resume();
@@ -227,12 +231,22 @@ impl ThreadPause for PtracePauser {
                 Traced::Gone => return false,
                 Traced::Running => {}
             }
-            if start.elapsed() >= self.stop_timeout {
+            let waited = start.elapsed();
+            if waited >= self.stop_timeout {
                 self.timeouts += 1;
                 self.loose.push(tid);
                 return false;
             }
-            std::hint::spin_loop();
+            if !late || waited < SPIN_BEFORE_SLEEP {
+                std::hint::spin_loop();
+            } else {
+                // `--native`, not stopped yet: the thread waits for a CPU to take the
+                // stop on (more runnable threads than cores: `-a` stops OpenBLAS workers
+                // beside the program's threads). Spinning would hold one of those CPUs,
+                // for a scheduler slice (3 ms a stop, 146 ticks a second, measured);
+                // sleeping lends it.
+                std::thread::sleep(Duration::from_micros(20));
+            }
         }
     }
 

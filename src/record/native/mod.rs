@@ -80,8 +80,9 @@ pub struct NativeStats {
     pub no_registers: u64,
     /// Times the maps were read.
     pub map_reads: u64,
-    /// With `-a`: the most threads of the process seen at once that have no Python
-    /// thread state (OpenBLAS and OpenMP workers, Rust threads), which are not sampled.
+    /// With `-a`: the most threads of the process sampled in one tick that have no
+    /// Python thread state (OpenBLAS and OpenMP workers, Rust threads): their native
+    /// stacks alone.
     pub threads_without_python: u64,
 }
 

@@ -1,12 +1,16 @@
 //! `--native`: each sampled thread's native stack, walked while the thread is stopped,
-//! with the Python frames read spliced in where the eval loop runs them (`native`).
+//! with the Python frames read spliced in where the eval loop runs them (`native`);
+//! with `-a`, also the threads that run no Python (their native stack alone).
+
+use std::io::{Seek, Write};
 
 use crate::record::native::splice::{self, NativeKind, Splice};
-use crate::record::native::{registers, NativeStats, NativeUnwinder};
-use crate::tach::{Location, TachError, MAX_STACK_DEPTH};
+use crate::record::native::{registers, NativeStats, NativeUnwinder, Registers};
+use crate::tach::{Location, ProfilingMode, TachError, Writer, MAX_STACK_DEPTH};
 
-use super::super::memory::ReadError;
+use super::super::memory::{MemoryReader, ReadError};
 use super::Sampler;
+use crate::tach::filter::status::{ON_CPU, UNKNOWN};
 
 /// The sampler's native side: the unwinder, what a splice reuses from one thread to the
 /// next, and whether a native stack of this tick went wrong (the tick counts as an error).
@@ -16,18 +20,18 @@ pub(super) struct NativeSide {
     merged: Vec<u32>,
     /// Addresses of the eval loop's entry frames met in the Python chain just read.
     entry_frames: Vec<u64>,
-    /// Threads sampled so far (at most [`MAX_SEEN_THREADS`]), and when the process's
-    /// threads were last counted against them.
-    seen_threads: std::collections::HashSet<u64>,
-    last_thread_count: std::time::Instant,
+    /// `-a`: the process's threads (`/proc/PID/task`), and when they were listed.
+    threads: Vec<u64>,
+    threads_listed: Option<std::time::Instant>,
     /// A native stack of this tick could not be read or spliced.
     tick_error: bool,
 }
 
-/// Threads remembered for counting those without Python.
-const MAX_SEEN_THREADS: usize = 1 << 16;
-/// How often `-a --native` counts the process's threads.
-const THREAD_COUNT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often `-a --native` lists the process's threads again (a thread started since
+/// is sampled from the next list on).
+const THREAD_LIST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+/// At most this many threads of the process are listed.
+const MAX_LISTED_THREADS: usize = 1 << 14;
 
 impl NativeSide {
     pub(super) fn new(pid: u64) -> Result<NativeSide, TachError> {
@@ -38,33 +42,64 @@ impl NativeSide {
             kinds: Vec::with_capacity(crate::record::native::MAX_NATIVE_FRAMES),
             merged: Vec::with_capacity(MAX_STACK_DEPTH),
             entry_frames: Vec::new(),
-            seen_threads: Default::default(),
-            last_thread_count: std::time::Instant::now(),
+            threads: Vec::new(),
+            threads_listed: None,
             tick_error: false,
         })
     }
 
-    /// Counts, once a second, the process's threads that were never sampled: with
-    /// `-a`, the sampler reads every Python thread state, so these run no Python and
-    /// have no stack in the file. A thread's native stack could be walked without
-    /// Python frames, but the sampler finds threads by their thread states.
-    fn count_threads_without_python(&mut self, tid: u64) {
-        if self.seen_threads.len() < MAX_SEEN_THREADS {
-            self.seen_threads.insert(tid);
-        }
-        if self.last_thread_count.elapsed() < THREAD_COUNT_INTERVAL {
+    /// The process's threads, listed again when the list is older than
+    /// [`THREAD_LIST_INTERVAL`].
+    fn list_threads(&mut self) {
+        if self
+            .threads_listed
+            .is_some_and(|t| t.elapsed() < THREAD_LIST_INTERVAL)
+        {
             return;
         }
-        self.last_thread_count = std::time::Instant::now();
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.unwinder.pid())) else {
-            return;
+        self.threads_listed = Some(std::time::Instant::now());
+        self.threads.clear();
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.unwinder.pid())) {
+            self.threads.extend(
+                tasks
+                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+                    .take(MAX_LISTED_THREADS),
+            );
+            self.threads.sort_unstable();
+        }
+    }
+
+    /// Walks the stopped thread whose registers are `regs` and classifies each native
+    /// frame into `kinds`, interning the frames' names with `writer`. Whether the walk
+    /// was cut short.
+    fn walk_kinds<W: Write + Seek>(
+        &mut self,
+        regs: Registers,
+        mem: &dyn MemoryReader,
+        writer: &mut Writer<W>,
+    ) -> bool {
+        self.unwinder.refresh();
+        let truncated = self.unwinder.walk(regs, mem);
+        let addrs = std::mem::take(&mut self.unwinder.addrs);
+        self.kinds.clear();
+        let mut intern = |file: &str, func: &str, line: i32| {
+            let loc = (line >= 0).then_some(Location {
+                lineno: line,
+                end_lineno: line,
+                column: -1,
+                end_column: -1,
+            });
+            writer.frame(file, func, loc, None)
         };
-        let without = tasks
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
-            .filter(|t| !self.seen_threads.contains(t))
-            .count() as u64;
-        let stats = &mut self.unwinder.stats;
-        stats.threads_without_python = stats.threads_without_python.max(without);
+        for (i, &a) in addrs.iter().enumerate() {
+            if self.unwinder.holds_entry_frame(i, a, &self.entry_frames) {
+                self.kinds.push(NativeKind::Eval);
+                continue;
+            }
+            self.unwinder.kinds_of(a, &mut intern, &mut self.kinds);
+        }
+        self.unwinder.addrs = addrs;
+        truncated
     }
 
     pub(super) fn clear_entry_frames(&mut self) {
@@ -106,9 +141,6 @@ impl Sampler {
         let Some(n) = self.native.as_deref_mut() else {
             return Ok(());
         };
-        if self.opts.all_threads {
-            n.count_threads_without_python(tid);
-        }
         let regs = match stopped {
             true => registers(tid as i32).ok(),
             false => None,
@@ -119,28 +151,7 @@ impl Sampler {
                 "thread not stopped for its native stack",
             ));
         };
-        n.unwinder.refresh();
-        let truncated = n.unwinder.walk(regs, &*self.target.mem);
-        let addrs = std::mem::take(&mut n.unwinder.addrs);
-        n.kinds.clear();
-        let writer = &mut self.writer;
-        let mut intern = |file: &str, func: &str, line: i32| {
-            let loc = (line >= 0).then_some(Location {
-                lineno: line,
-                end_lineno: line,
-                column: -1,
-                end_column: -1,
-            });
-            writer.frame(file, func, loc, None)
-        };
-        for (i, &a) in addrs.iter().enumerate() {
-            if n.unwinder.holds_entry_frame(i, a, &n.entry_frames) {
-                n.kinds.push(NativeKind::Eval);
-                continue;
-            }
-            n.unwinder.kinds_of(a, &mut intern, &mut n.kinds);
-        }
-        n.unwinder.addrs = addrs;
+        let truncated = n.walk_kinds(regs, &*self.target.mem, &mut self.writer);
         match splice::splice(
             &n.kinds,
             &self.stack.frames,
@@ -172,5 +183,87 @@ impl Sampler {
                 ))
             }
         }
+    }
+
+    /// `-a --native`: the process's threads that have no Python thread state (OpenBLAS
+    /// and OpenMP workers, Rust and C++ threads) each get a sample of their native stack
+    /// alone, stopped in turn as the Python threads are (`--mode gil` and `exception`
+    /// leave them out: they hold no GIL and raise nothing; `cpu` keeps those on a CPU).
+    /// Called after the tick's Python threads. A thread that ended since the list was
+    /// read is passed over; one that cannot be stopped or walked counts among the
+    /// errors. Returns false when one did.
+    pub(super) fn sample_threads_without_python(&mut self, now_us: u64) -> bool {
+        if !self.opts.all_threads || self.native.is_none() {
+            return true;
+        }
+        if matches!(
+            self.opts.mode,
+            ProfilingMode::Gil | ProfilingMode::Exception
+        ) {
+            return true;
+        }
+        let mut tids = Vec::new();
+        if let Some(n) = self.native.as_deref_mut() {
+            n.list_threads();
+            tids.extend(n.threads.iter().copied());
+        }
+        tids.retain(|&t| !self.memo.seen(t));
+        let mut ok = true;
+        let mut sampled = 0u64;
+        for tid in tids {
+            let status = match self.opts.mode {
+                ProfilingMode::Cpu | ProfilingMode::All => match self.on_cpu(tid) {
+                    Some(true) => ON_CPU,
+                    Some(false) if self.opts.mode == ProfilingMode::Cpu => continue,
+                    Some(false) => 0,
+                    None => UNKNOWN,
+                },
+                _ => UNKNOWN,
+            };
+            // Its /proc handle is kept from tick to tick, as a Python thread's is.
+            self.memo.saw(tid);
+            let stopped = self.pausing.stop(tid);
+            let regs = match stopped {
+                true => registers(tid as i32).ok(),
+                false => None,
+            };
+            let Some(n) = self.native.as_deref_mut() else {
+                return ok;
+            };
+            let Some(regs) = regs else {
+                // Ended since the list was read: not an error.
+                if std::path::Path::new(&format!("/proc/{}/task/{tid}", self.target.pid)).exists() {
+                    n.unwinder.stats.no_registers += 1;
+                    self.stats.dropped += 1;
+                    ok = false;
+                }
+                continue;
+            };
+            let truncated = n.walk_kinds(regs, &*self.target.mem, &mut self.writer);
+            match splice::splice(&n.kinds, &[], &[], 0, truncated, &mut n.merged) {
+                Ok(how) => {
+                    if how == Splice::Truncated {
+                        n.tick_error = true;
+                    }
+                    n.merged.truncate(MAX_STACK_DEPTH);
+                    std::mem::swap(&mut self.stack.frames, &mut n.merged);
+                    sampled += 1;
+                    // The process's thread, not an interpreter's: the main interpreter's.
+                    self.write_stack(tid, 0, now_us, status);
+                }
+                Err(_) => {
+                    // An eval loop in a thread without a thread state (one being
+                    // created or torn down): its Python frames cannot be known.
+                    n.unwinder.stats.mismatches += 1;
+                    self.stats.dropped += 1;
+                    ok = false;
+                }
+            }
+        }
+        if let Some(n) = self.native.as_deref_mut() {
+            let stats = &mut n.unwinder.stats;
+            stats.threads_without_python = stats.threads_without_python.max(sampled);
+        }
+        ok
     }
 }

@@ -37,6 +37,11 @@ impl ThreadMemo {
         self.seen.insert(tid);
     }
 
+    /// Whether thread `tid` was sampled this tick.
+    pub fn seen(&self, tid: u64) -> bool {
+        self.seen.contains(&tid)
+    }
+
     /// A tick ended: forgets the `/proc` handles and frame guesses of threads that are
     /// gone (not seen in it).
     pub fn forget_unseen(&mut self) {

@@ -293,6 +293,9 @@ impl Sampler {
             interp = next_interp;
         }
         self.bufs.small = buf;
+        if !self.sample_threads_without_python(now_us) {
+            ok = false;
+        }
         self.pausing.resume();
         // Forget /proc handles of threads that are gone.
         self.memo.forget_unseen();
