@@ -166,7 +166,8 @@ pub struct RecordSpec {
     pub no_blocking: bool,
     /// Native stacks: C, C++ and Rust frames, with the Python frames where the
     /// interpreter runs them (from outside, x86-64). Implies --blocking: every sampled
-    /// thread is stopped while its stack is read.
+    /// thread is stopped while its stack is read. With -a, threads that run no Python
+    /// (OpenBLAS, OpenMP, Rust threads) are recorded too, by their native stacks.
     #[arg(long, conflicts_with = "no_blocking")]
     pub native: bool,
     /// Async-aware stacks (CPython 3.14, 3.15): a thread running an asyncio task shows
