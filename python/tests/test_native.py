@@ -473,8 +473,10 @@ def test_native_is_refused_in_process(tmp_path):
 OPEN_GAPS = {
     "svd": "framehop ends some walks inside numpy's AVX-512 sort kernels (CFI it does not "
            "evaluate), moving their time to the caller",
-    "qsort": "the self time of ctypes' _CallPythonObject between libc's qsort and the "
-             "Python comparator differs from py-spy's; not yet understood",
+    "qsort": "py-spy names no function inlined at a caller's return address: where "
+             "_CallPythonObject's inlined Py_DECREF (object.h:706) calls the hidden "
+             "subtype_dealloc, py-spy shows _CallPythonObject, tach and gdb show Py_DECREF "
+             "(13-14% of tach's samples, 5 of 40 gdb backtraces; docs/recorder.md)",
     "regex": "sre_search's inclusive share: 1.0 points in one CI run, 3.4 in the next "
              "(2026-11-26); not yet understood",
 }
