@@ -218,6 +218,17 @@ def unit():
     sum(1 for _ in MAIL.finditer(TEXT))
 '''
     ),
+    # A Rust extension from PyPI (orjson: PyO3, its wheel stripped to its exports).
+    "orjson": (
+        r'''
+import orjson
+DOC = [{"id": i, "name": f"item {i}", "tags": ["a", "b", str(i)], "price": i * 0.5,
+        "nested": {"k": [1, 2, 3], "ok": i % 2 == 0}} for i in range(3000)]
+def unit():
+    for _ in range(5):
+        orjson.loads(orjson.dumps(DOC))
+'''
+    ),
     "qsort": (
         r'''
 import ctypes, ctypes.util, random

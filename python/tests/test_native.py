@@ -60,6 +60,17 @@ def venv():
     return py
 
 
+def has_orjson(py):
+    """Whether the venv has orjson (installed from PyPI when missing): the Rust extension
+    among the native accuracy programs."""
+    def imports():
+        return subprocess.run([py, "-c", "import orjson"], capture_output=True).returncode == 0
+    if not imports():
+        subprocess.run([py, "-m", "pip", "install", "-q", "orjson"], check=False,
+                       capture_output=True)
+    return imports()
+
+
 def tach(*args):
     if not os.path.exists(TACH):
         pytest.fail(f"no tach binary at {TACH} (cargo build, or set TACH_BIN)")
@@ -477,6 +488,10 @@ OPEN_GAPS = {
              "_CallPythonObject's inlined Py_DECREF (object.h:706) calls the hidden "
              "subtype_dealloc, py-spy shows _CallPythonObject, tach and gdb show Py_DECREF "
              "(13-14% of tach's samples, 5 of 40 gdb backtraces; docs/recorder.md)",
+    "orjson": "py-spy does not name orjson's exported `loads` and `dumps` (their code has "
+              "no other symbol: the wheel is stripped to its exports), gdb does, as tach: "
+              "their inclusive shares differ by the whole call (48 and 17 points); the "
+              "other rows are held below",
     "regex": "sre_search's inclusive share: 1.0 points in one CI run, 3.4 in the next "
              "(2026-11-26); not yet understood",
 }
@@ -494,10 +509,19 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path):
         # by up to 21 points on a few hundred samples.
         pytest.skip(f"SKIPPED: native accuracy: load {load:.1f} on {cores} cores is too busy "
                     "for two ptrace samplers to share one process")
+    programs = ["svd", "zlib", "json", "regex", "orjson", "qsort"]
+    if not has_orjson(py):
+        msg = "SKIPPED: native accuracy of orjson: orjson could not be installed from PyPI"
+        print(msg, file=sys.stderr)
+        if os.environ.get("TACH_SKIP_LOG"):
+            with open(os.environ["TACH_SKIP_LOG"], "a") as f:
+                f.write(msg + "\n")
+        programs.remove("orjson")
     out = tmp_path / "native.json"
     run = subprocess.run(
         [py, HARNESS, "--native", "--same-process", "--attach", TACH, "--python", py,
-         "--rate", "200", "--seconds", "10", "--json", str(out)],
+         "--programs", ",".join(programs), "--rate", "200", "--seconds", "10",
+         "--json", str(out)],
         capture_output=True, text=True, timeout=1200, cwd=REPO)
     print(run.stdout, file=sys.stderr)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -515,6 +539,13 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path):
         if name in OPEN_GAPS:
             print(f"OPEN: native accuracy of {name}: largest gap {r['largest_gap']:.1f} "
                   f"points ({r['where']}): {OPEN_GAPS[name]}", file=sys.stderr)
+            if name == "orjson":
+                # Everything but the two names py-spy does not give (measured 2026-11-26:
+                # 1.3 points at most, __tls_get_addr's self share).
+                rest = max(max(abs(so - sr), abs(io - ir))
+                           for file, func, so, sr, io, ir in r["rows"]
+                           if func not in ("loads", "dumps"))
+                assert rest <= float(os.environ.get("TACH_NATIVE_GAP", "3")), (name, rest)
             continue
         assert r["largest_gap"] <= float(os.environ.get("TACH_NATIVE_GAP", "3")), \
             (name, r["largest_gap"], r["where"])
