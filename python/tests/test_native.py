@@ -492,8 +492,6 @@ OPEN_GAPS = {
               "no other symbol: the wheel is stripped to its exports), gdb does, as tach: "
               "their inclusive shares differ by the whole call (48 and 17 points); the "
               "other rows are held below",
-    "regex": "sre_search's inclusive share: 1.0 points in one CI run, 3.4 in the next "
-             "(2026-11-26); not yet understood",
 }
 
 
@@ -517,35 +515,56 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path):
             with open(os.environ["TACH_SKIP_LOG"], "a") as f:
                 f.write(msg + "\n")
         programs.remove("orjson")
-    out = tmp_path / "native.json"
-    run = subprocess.run(
-        [py, HARNESS, "--native", "--same-process", "--attach", TACH, "--python", py,
-         "--programs", ",".join(programs), "--rate", "200", "--seconds", "10",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=1200, cwd=REPO)
-    print(run.stdout, file=sys.stderr)
-    assert run.returncode == 0, run.stdout + run.stderr
-    results = json.loads(out.read_text())["results"]
+    bound = float(os.environ.get("TACH_NATIVE_GAP", "3"))
+
+    def measure(names, attempt):
+        out = tmp_path / f"native-{attempt}.json"
+        run = subprocess.run(
+            [py, HARNESS, "--native", "--same-process", "--attach", TACH, "--python", py,
+             "--programs", ",".join(names), "--rate", "200", "--seconds", "10",
+             "--json", str(out)],
+            capture_output=True, text=True, timeout=1200, cwd=REPO)
+        print(run.stdout, file=sys.stderr)
+        assert run.returncode == 0, run.stdout + run.stderr
+        return json.loads(out.read_text())["results"]
+
+    def held_gap(name, r):
+        """The gap this test holds to `bound` for one program, and where it is."""
+        if name == "orjson":
+            # Everything but the two names py-spy does not give (measured 2026-11-26:
+            # 1.3 points at most in one run, 3.4 in a CI run; orjson.so's own share is
+            # 61-65% of 2,000 samples, whose sampling error alone is about 1.5 points).
+            return max((max(abs(so - sr), abs(io - ir)), func)
+                       for file, func, so, sr, io, ir in r["rows"]
+                       if func not in ("loads", "dumps"))
+        if name in OPEN_GAPS:
+            return None
+        return r["largest_gap"], r["where"]
+
+    results = measure(programs, 1)
     for name, r in results.items():
         assert r["reference_samples"] > 300 and r["samples"] > 300, (name, r)
         # Every native function py-spy names among the largest, tach names the same.
         for file, func, s_ours, s_ref, i_ours, i_ref in r["rows"]:
             if file == "native" and i_ref >= 5.0:
                 assert i_ours > 0.0, (name, func, i_ref)
-        # The issue's goal is 2 points; 3 is what test_accuracy holds on a quiet machine
-        # for Python stacks. Two programs are known not to meet it yet (measured on a
-        # quiet CI run, 2026-11-26: svd 4.1 points, qsort 7.3; docs/recorder.md): their
-        # gaps are printed, not held, until the causes in OPEN_GAPS are fixed.
         if name in OPEN_GAPS:
             print(f"OPEN: native accuracy of {name}: largest gap {r['largest_gap']:.1f} "
                   f"points ({r['where']}): {OPEN_GAPS[name]}", file=sys.stderr)
-            if name == "orjson":
-                # Everything but the two names py-spy does not give (measured 2026-11-26:
-                # 1.3 points at most, __tls_get_addr's self share).
-                rest = max(max(abs(so - sr), abs(io - ir))
-                           for file, func, so, sr, io, ir in r["rows"]
-                           if func not in ("loads", "dumps"))
-                assert rest <= float(os.environ.get("TACH_NATIVE_GAP", "3")), (name, rest)
-            continue
-        assert r["largest_gap"] <= float(os.environ.get("TACH_NATIVE_GAP", "3")), \
-            (name, r["largest_gap"], r["where"])
+    # The issue's goal is 2 points; 3 is what test_accuracy holds on a quiet machine for
+    # Python stacks. Two programs are known not to meet it yet (measured on a quiet CI
+    # run, 2026-11-26: svd 4.1 points, qsort 7.3; docs/recorder.md): their gaps are
+    # printed, not held, until the causes in OPEN_GAPS are fixed.
+    # Two samplers taking turns on one process are each a sample of ~2,000 ticks: a share
+    # near 60% differs between them by 1.5 points (one standard error) from sampling alone,
+    # so a program whose gap passes the bound is measured once more, on a new execution,
+    # and the test fails when both executions pass it. A real (systematic) gap fails twice.
+    over = {name: g for name, r in results.items()
+            if (g := held_gap(name, r)) is not None and g[0] > bound}
+    if over:
+        print(f"RETRIED: native accuracy over {bound} points in the first execution: {over}",
+              file=sys.stderr)
+        again = measure(list(over), 2)
+        still = {name: (over[name], g) for name, r in again.items()
+                 if (g := held_gap(name, r)) is not None and g[0] > bound}
+        assert not still, f"native accuracy over {bound} points in two executions: {still}"
