@@ -331,12 +331,21 @@ def parse_collapsed(path):
     return read_folded(path, frame_of, skip=1)  # the first part is `tid:N`
 
 
+def in_tach(frames):
+    """A stack in tach's own code: in-process, a reference that samples the thread while
+    tach's signal handler holds it sees the handler (tach's extension, and the futex it
+    waits on). That is tach's cost, not the program's work, and tach's own samples cannot
+    see it: such samples are left out of the shares."""
+    return any(k[0] == "native" and (k[1].startswith("_native.") or k[1] == "on_pause")
+               for k in frames)
+
+
 def shares(stacks, driver):
     """Self and inclusive shares (%) among stacks inside `work`, frames from it up."""
     work = frame_key(driver, WORK)
     self_c, incl_c, total = Counter(), Counter(), 0
     for frames, n in stacks.items():
-        if work not in frames:
+        if work not in frames or in_tach(frames):
             continue
         inner = frames[frames.index(work):]
         total += n
@@ -527,13 +536,13 @@ def main():
                     help="with --same-process: record with this tach binary from outside "
                          "(tach record --pid), not python -m tach run")
     ap.add_argument("--native", action="store_true",
-                    help="native stacks: tach record --native and py-spy --native (needs "
-                         "--attach; the default programs become the native ones)")
+                    help="native stacks: tach --native and py-spy --native (needs "
+                         "--same-process; the default programs become the native ones)")
     args = ap.parse_args()
     global NATIVE
     NATIVE = args.native
-    if args.native and not args.attach:
-        ap.error("--native needs --same-process --attach TACH (native stacks from outside)")
+    if args.native and not args.same_process:
+        ap.error("--native needs --same-process (the reference attaches to tach's run)")
     if args.programs is None:
         args.programs = ",".join(NATIVE_PROGRAMS if args.native else PURE_PROGRAMS)
     if args.attach and not args.same_process:

@@ -26,6 +26,7 @@ def start(
     blocking: bool | None = None,
     async_aware: bool = False,
     async_mode: str | None = None,
+    native: bool = False,
 ) -> None: ...
 
 class RunRequest:

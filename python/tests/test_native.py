@@ -37,11 +37,16 @@ with open(os.path.join(REPO, "tests", "data", "native", "mixed.py")) as _f:
     PROGRAM = _f.read()
 
 
-def pyenv312():
-    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12.*/bin/python3.12")))
+def pyenv(version="3.12"):
+    found = sorted(glob.glob(os.path.expanduser(
+        f"~/.pyenv/versions/{version}.*/bin/python{version}")))
     if not found:
-        pytest.skip("SKIPPED: native: no pyenv CPython 3.12 here")
+        pytest.skip(f"SKIPPED: native: no pyenv CPython {version} here")
     return found[-1]
+
+
+def pyenv312():
+    return pyenv("3.12")
 
 
 def venv():
@@ -134,10 +139,15 @@ def check_mixed_stacks(out):
     return lines
 
 
-def test_record_native_on_312_mixes_native_and_python_frames(tmp_path):
-    py = pyenv312()
-    out, stderr = record([py], str(tmp_path), 5)
+@pytest.mark.parametrize("version", ["3.9", "3.10", "3.11", "3.12"])
+def test_record_native_on_pyenv_mixes_native_and_python_frames(tmp_path, version):
+    """From outside on pyenv's builds (no frame pointers: CFI), whose eval loop is found
+    by name before 3.12 (no entry frame on the C stack) and by entry frame from 3.12."""
+    py = pyenv(version)
+    out, stderr = record([py], str(tmp_path), 5 if version == "3.12" else 2)
     check_mixed_stacks(out)
+    m = re.search(r"\(([\d.]+)% ticks with errors", stderr)
+    assert m and float(m.group(1)) < 5, stderr
     # Native frames are named by DWARF where the module has it (pyenv's zlib module):
     # source file and line; else the module's path and no line.
     lines = stack_lines(out)
@@ -203,8 +213,8 @@ main(float(sys.argv[1]))
 
 
 def python_skeletons(path, native_of):
-    """{(Python frames, `file:func`, root first): (count, {places of a native run})} of
-    the stacks under `main`, and their total. A place is the index of the Python frame a
+    """{(Python frames, `file:func`, from the script's `<module>`): (count, {places of a
+    native run})} of the stacks under `main`, and their total. A place is the index of the Python frame a
     run of native frames comes before: where CPython's `--native` puts its `<native>`
     placeholder (it marks each entry of the eval loop from C, nothing after the innermost
     Python frame)."""
@@ -219,19 +229,26 @@ def python_skeletons(path, native_of):
                 else:
                     frames.append(part.rsplit(":", 1)[0])
             places.discard(len(frames))
-            if not any(f.endswith(":main") for f in frames):
+            # From the script's `<module>` on: in-process, what runs the script (tach's
+            # runner, hidden in tach's stacks) is below it in CPython's.
+            modules = [i for i, f in enumerate(frames) if f.endswith(":<module>")]
+            first = modules[-1] if modules else 0
+            if not any(f.endswith(":main") for f in frames[first:]):
                 continue
-            key = tuple(frames)
+            places = {p - first for p in places if p >= first}
+            key = tuple(frames[first:])
             count, seen = out.get(key, (0, set()))
             out[key] = (count + int(n), seen | places)
             total += int(n)
     return out, total
 
 
-def test_native_on_315_python_part_equals_cpython_native(work):
-    """tach record --native and CPython 3.15's own `attach --native --blocking` on one
-    execution: with tach's native frames folded into CPython's `<native>` placeholder,
-    the stacks' shares agree; and the zlib loop reads main -> compress -> deflate."""
+@pytest.mark.parametrize("where", ["outside", "in-process"])
+def test_native_on_315_python_part_equals_cpython_native(work, where):
+    """tach --native (`tach record --pid` from outside, or `python -m tach run` in the
+    process) and CPython 3.15's own `attach --native --blocking` on one execution: with
+    tach's native frames folded into CPython's `<native>` placeholder, the stacks' shares
+    agree; and the zlib loop reads main -> compress -> deflate."""
     if not chroot_ok():
         pytest.skip("SKIPPED: native on 3.15: the CPython chroot is not available here")
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
@@ -244,8 +261,18 @@ def test_native_on_315_python_part_equals_cpython_native(work):
     go = os.path.join(work, "go")
     out = os.path.join(work, "native.tach")
     ref = os.path.join(work, "cpython.collapsed")
-    proc = subprocess.Popen([CHROOT, "run", "--", "python3.15", script, "8", go], cwd=REPO,
-                            stdout=subprocess.PIPE, text=True)
+    ours_cmd = [TACH, "record", "--native", "--no-gc", "-r", "200", "--pid", "PID", "-o", out]
+    program = [CHROOT, "run", "--", "python3.15", script, "8", go]
+    if where == "in-process":
+        # The one abi3 extension python/tests/run.sh built into python/tach/.
+        if not glob.glob(os.path.join(REPO, "python", "tach", "_native*.so")):
+            pytest.skip("SKIPPED: native in-process on 3.15: no built extension in python/tach")
+        program = [CHROOT, "run", "--", "env", f"PYTHONPATH={REPO}/python", "python3.15", "-m",
+                   "tach", "run", "-q", "--native", "--no-gc", "-r", "200", "-o", out, script,
+                   "8", go]
+        ours_cmd = None
+    proc = subprocess.Popen(program, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
         pid = None
@@ -263,9 +290,11 @@ def test_native_on_315_python_part_equals_cpython_native(work):
              "--native", "--blocking", "--no-gc", "-r", "200", "--collapsed", "-o", ref,
              str(pid)],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        ours = subprocess.Popen([TACH, "record", "--native", "--no-gc", "-r", "200",
-                                 "--pid", str(pid), "-o", out], cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ours = proc
+        if ours_cmd is not None:
+            ours_cmd[ours_cmd.index("PID")] = str(pid)
+            ours = subprocess.Popen(ours_cmd, cwd=REPO, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)
         open(go, "w").close()
         _, ours_err = ours.communicate(timeout=TIMEOUT)
@@ -305,6 +334,7 @@ def test_native_on_315_python_part_equals_cpython_native(work):
     # its --blocking mode gave 7.1% and tach 7.3-8.6% (the 6-7 point gap the CI runs of
     # 2026-11-26 saw, coming out of `compress`).
     gap, where = max((abs(share(ours, ours_n, k) - share(ref, ref_n, k)), k) for k in keys)
+    print(f"largest gap {gap:.1f} points ({';'.join(where)})", file=sys.stderr)
     assert gap <= float(os.environ.get("TACH_NATIVE_GAP", "3")), (gap, where)
     # tach's native frames between Python frames sit where CPython's placeholder is (it
     # has more: a C function of the interpreter calling Python, such as `sum` over a
@@ -312,9 +342,9 @@ def test_native_on_315_python_part_equals_cpython_native(work):
     for k, (n, places) in ours.items():
         if k in ref:
             assert places <= ref[k][1], (k, places, ref[k][1])
-    # The ctypes callback: native frames between qsort and compare, and at the root.
+    # The ctypes callback: native frames between qsort and compare.
     callback = [k for k in ours if k[-1].endswith(":compare")]
-    assert callback and all(ours[k][1] >= {0, len(k) - 1} for k in callback), \
+    assert callback and all(len(k) - 1 in ours[k][1] for k in callback), \
         [(k, ours[k][1]) for k in callback]
     # The known program reads, root to leaf: main -> compress -> zlib's C code -> deflate.
     named = [funcs(s) for s in stack_lines(out)]
@@ -475,19 +505,23 @@ def test_all_threads_records_threads_without_python_as_gdb_sees_them(tmp_path):
         proc.wait()
 
 
-def test_native_is_refused_in_process(tmp_path):
-    p = tach("record", "--native", "--in-process", "--", sys.executable, "x.py")
-    assert p.returncode != 0 and "outside only" in p.stderr, p.stderr
-
+# Native functions py-spy names among a program's largest where tach, rightly, does not:
+# the call to PyGILState_Ensure in _CallPythonObject returns to 0xf7e4 of pyenv 3.12.1's
+# _ctypes module, which addr2line gives as the inlined Py_SIZE <- PyTuple_GET_SIZE of the
+# next statement (callbacks.c:151); the call itself, 0xf7e3, is callbacks.c:148, where
+# tach puts the frame (10.3% of py-spy's samples in-process, 2026-11-27).
+NAMED_AT_RETURN_ADDRESS = {"qsort": {"PyTuple_GET_SIZE", "Py_SIZE"}}
 
 # Programs whose largest gap against py-spy is known to exceed the bound, and why.
 OPEN_GAPS = {
     "svd": "framehop ends some walks inside numpy's AVX-512 sort kernels (CFI it does not "
            "evaluate), moving their time to the caller",
-    "qsort": "py-spy names no function inlined at a caller's return address: where "
-             "_CallPythonObject's inlined Py_DECREF (object.h:706) calls the hidden "
-             "subtype_dealloc, py-spy shows _CallPythonObject, tach and gdb show Py_DECREF "
-             "(13-14% of tach's samples, 5 of 40 gdb backtraces; docs/recorder.md)",
+    "qsort": "py-spy looks a caller's frame up at its return address, tach (as gdb and "
+             "addr2line) at the call before it: where _CallPythonObject's inlined Py_DECREF "
+             "(object.h:706) calls the hidden subtype_dealloc, py-spy shows "
+             "_CallPythonObject (the address after the call is callbacks.c:283), tach and "
+             "gdb show Py_DECREF (13-14% of tach's samples, 5 of 40 gdb backtraces; "
+             "docs/recorder.md)",
     "orjson": "py-spy does not name orjson's exported `loads` and `dumps` (their code has "
               "no other symbol: the wheel is stripped to its exports), gdb does, as tach: "
               "their inclusive shares differ by the whole call (48 and 17 points); the "
@@ -495,10 +529,22 @@ OPEN_GAPS = {
 }
 
 
-def test_native_accuracy_against_pyspy_same_process(tmp_path):
-    """py-spy 0.4 --native and tach record --native on one execution of each native
-    program: the 15 largest functions' shares, and the names of native functions."""
+@pytest.mark.parametrize("where", ["outside", "in-process"])
+def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
+    """py-spy 0.4 --native and tach --native (`tach record --pid` from outside, or
+    `python -m tach run` in the process) on one execution of each native program: the 15
+    largest functions' shares, and the names of native functions."""
     py = venv()
+    if where == "outside":
+        how = ["--attach", TACH]
+    else:
+        # The one abi3 extension python/tests/run.sh built into python/tach/.
+        if not glob.glob(os.path.join(REPO, "python", "tach", "_native*.so")):
+            pytest.skip("SKIPPED: native in-process: no built extension in python/tach")
+        how = ["--tach-path", os.path.join(REPO, "python")]
+    # In-process, the harness exports with the tach package it runs the program with.
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")) \
+        if where == "in-process" else None
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     if load > 2 * cores:
         # Measured at a load of 16 on 2 cores (2026-11-26, docs/recorder.md): both
@@ -520,10 +566,10 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path):
     def measure(names, attempt):
         out = tmp_path / f"native-{attempt}.json"
         run = subprocess.run(
-            [py, HARNESS, "--native", "--same-process", "--attach", TACH, "--python", py,
+            [py, HARNESS, "--native", "--same-process", *how, "--python", py,
              "--programs", ",".join(names), "--rate", "200", "--seconds", "10",
              "--json", str(out)],
-            capture_output=True, text=True, timeout=1200, cwd=REPO)
+            capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
         print(run.stdout, file=sys.stderr)
         assert run.returncode == 0, run.stdout + run.stderr
         return json.loads(out.read_text())["results"]
@@ -546,7 +592,8 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path):
         assert r["reference_samples"] > 300 and r["samples"] > 300, (name, r)
         # Every native function py-spy names among the largest, tach names the same.
         for file, func, s_ours, s_ref, i_ours, i_ref in r["rows"]:
-            if file == "native" and i_ref >= 5.0:
+            if file == "native" and i_ref >= 5.0 and \
+                    func not in NAMED_AT_RETURN_ADDRESS.get(name, ()):
                 assert i_ours > 0.0, (name, func, i_ref)
         if name in OPEN_GAPS:
             print(f"OPEN: native accuracy of {name}: largest gap {r['largest_gap']:.1f} "

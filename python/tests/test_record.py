@@ -528,6 +528,82 @@ finally:
         check_task_tree(data, mode)
 
 
+# zlib's deflate, json's encoder and libc's qsort calling back into Python through
+# ctypes (the program of tests/data/native, the one test_native.py records from outside).
+with open(os.path.join(REPO, "tests", "data", "native", "mixed.py")) as _f:
+    NATIVE_MIXED = _f.read()
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
+                    reason="native stacks are walked on x86-64 Linux only")
+def test_native_in_process_mixes_native_and_python_frames(tmp_path):
+    """`python -m tach run --native`: each sample is the thread's native stack, walked by
+    the sampler thread while the signal's handler holds the thread, with the Python
+    frames where the interpreter runs them: Python caller -> the module's C function ->
+    zlib's own code, and the ctypes callback as Python -> libc's qsort -> Python."""
+    script = write_script(tmp_path, NATIVE_MIXED)
+    out = tmp_path / "native.tach"
+    proc = subprocess.run([sys.executable, "-m", "tach", "run", "-o", str(out), "--native",
+                           "--no-gc", "-r", "200", str(script), "2"],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = _native.load(str(out))
+    assert "native:" in proc.stderr, proc.stderr
+    check_header(data, features=["native"], gc=False)
+    st = [list(reversed(funcs(s))) for _, _, s in stacks(data)]
+
+    def in_order(names, *wanted):
+        at = 0
+        for w in wanted:
+            try:
+                at = names.index(w, at) + 1
+            except ValueError:
+                return False
+        return True
+
+    assert any(in_order(n, "main", "squeeze", "deflate") for n in st), st[:10]
+    # Debian's CPython (the chroot's 3.13-3.15) builds the json accelerator into its
+    # stripped interpreter, whose frames are hidden; pyenv's is a module with symbols.
+    if "_json" not in sys.builtin_module_names:
+        assert any(in_order(n, "main", "encode", "dumps", "encoder_listencode_obj")
+                   for n in st), st[:10]
+    assert any(in_order(n, "main", "qsort", "qsort_r", "compare") for n in st), st[:10]
+    assert not any(in_order(n, "deflate", "squeeze") for n in st), st[:10]
+    # The handler that holds the thread is not in its stack: the walk starts where the
+    # signal interrupted it.
+    assert not any(f in ("on_pause", "__restore_rt") for n in st for f in n), st[:10]
+    # Measured 0.98% on the host's 3.11 (2026-11-27); 1% is the issue's goal.
+    assert data["stats"]["error_rate"] < 5, data["stats"]
+
+
+def test_native_in_process_through_the_api(tmp_path):
+    """`tach.start(native=True)`: the same options as `--native`, with the same checks."""
+    out = tmp_path / "api.tach"
+    prog = f"""
+import sys, time, zlib, tach
+DATA = bytes(range(256)) * 4000
+def squeeze():
+    zlib.compress(DATA, 9)
+tach.start({str(out)!r}, native=True, rate=200, gc=False, quiet=True)
+end = time.time() + 1.0
+while time.time() < end:
+    squeeze()
+tach.stop()
+try:
+    tach.start({str(tmp_path / "x.tach")!r}, native=True, blocking=False)
+except ValueError as e:
+    print("refused:", e)
+"""
+    proc = run_python(tmp_path, prog)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused: --native stops each thread" in proc.stdout, proc.stdout
+    data = _native.load(str(out))
+    check_header(data, features=["native"], gc=False)
+    leaves = collections.Counter(funcs(s)[0] for _, _, s in stacks(data) if s)
+    st = [list(reversed(funcs(s))) for _, _, s in stacks(data)]
+    assert any("squeeze" in n and n.index("squeeze") < len(n) - 1 for n in st), leaves
+
+
 def test_exceptions_and_exception_mode(tmp_path):
     script = write_script(tmp_path, """
         import time

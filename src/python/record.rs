@@ -56,7 +56,8 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
 #[pyfunction]
 #[pyo3(signature = (path=None, *, rate=None, interval_us=None, mode="wall", all_threads=false,
                     opcodes=false, compression="auto", duration=None, hidden=Vec::new(),
-                    gc=true, blocking=None, async_aware=false, async_mode=None))]
+                    gc=true, blocking=None, async_aware=false, async_mode=None,
+                    native=false))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -73,6 +74,7 @@ fn start(
     blocking: Option<bool>,
     async_aware: bool,
     async_mode: Option<&str>,
+    native: bool,
 ) -> PyResult<()> {
     let async_mode = async_mode
         .map(|m| names::parse("async mode", m).map_err(PyValueError::new_err))
@@ -94,6 +96,7 @@ fn start(
         duration,
         async_aware,
         async_mode,
+        native,
         ..RecordSpec::default()
     };
     start_spec(py, &spec, hidden)
@@ -131,11 +134,7 @@ fn parse_cell(argv: Vec<OsString>) -> (Option<RunRequest>, String, i32) {
 fn checked(parsed: Result<RunRequest, clap::Error>) -> (Option<RunRequest>, String, i32) {
     match parsed {
         Err(e) => (None, e.render().to_string(), e.exit_code()),
-        Ok(request) => match request
-            .spec
-            .validate()
-            .and_then(|()| request.spec.check_in_process())
-        {
+        Ok(request) => match request.spec.validate() {
             Err(e) => (None, format!("tach: {e}\n"), 2),
             Ok(()) => (Some(request), String::new(), 0),
         },
@@ -197,8 +196,7 @@ fn start_request(
 
 fn start_spec(py: Python<'_>, spec: &RecordSpec, hidden: Vec<String>) -> PyResult<()> {
     let mut opts = spec
-        .check_in_process()
-        .and_then(|()| spec.record_options(std::process::id() as i32))
+        .record_options(std::process::id() as i32)
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     opts.hidden_prefixes = hidden;
     let mut guard = lock();

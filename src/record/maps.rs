@@ -23,8 +23,8 @@ pub(crate) struct Mapping {
     pub path: String,
 }
 
-/// Parses `/proc/PID/maps`: the mappings of files (anonymous memory, the stack, the
-/// vdso and lines that do not parse are left out).
+/// Parses `/proc/PID/maps`: the private mappings of files (anonymous memory, the stack,
+/// the vdso, shared mappings and lines that do not parse are left out).
 pub(crate) fn parse_maps(text: &str) -> Vec<Mapping> {
     let mut out = Vec::new();
     for line in text.lines() {
@@ -54,7 +54,11 @@ pub(crate) fn parse_maps(text: &str) -> Vec<Mapping> {
         ) else {
             continue;
         };
-        if inode == 0 || !path.starts_with('/') || lo >= hi {
+        // A shared mapping is data, never code the loader placed (it maps privately).
+        // In-process, the native unwinder's own reads of the module files are such
+        // mappings: counted in, they would stretch each module's span over the others.
+        let shared = perms.as_bytes().get(3) == Some(&b's');
+        if inode == 0 || !path.starts_with('/') || lo >= hi || shared {
             continue;
         }
         out.push(Mapping {
@@ -105,6 +109,8 @@ pub(crate) fn mapped_files(maps: &str) -> Vec<MappedFile> {
 mod tests {
     use super::*;
 
+    /// Anonymous memory, the stack, shared mappings (a reader's view of a file, such as
+    /// the native unwinder's of python3.12 in-process) and bad lines are left out.
     #[test]
     fn maps_keep_file_mappings_only() {
         let text = "\
@@ -115,6 +121,7 @@ mod tests {
 7f1000000000-7f1000001000 r-xp 00002000 08:01 99 /tmp/lib name with spaces.so (deleted)
 garbage line
 7f2000001000-7f2000000000 r-xp 00000000 08:01 98 /tmp/backwards.so
+7f3000000000-7f3000005000 r--s 00000000 08:01 1234 /usr/bin/python3.12
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
 ";
         let maps = parse_maps(text);

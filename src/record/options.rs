@@ -103,11 +103,6 @@ pub enum RecordCommandError {
     AsyncNotWall(String),
     #[error("--async-aware and --native cannot be given together yet")]
     AsyncAndNative,
-    #[error(
-        "--native records from outside only: tach record --native -- python script.py \
-         (or --pid PID)"
-    )]
-    NativeInProcess,
     #[error("--native stops each thread while it reads it: it cannot be --no-blocking")]
     NativeNotBlocking,
     #[error("cannot run {program:?}: {source}")]
@@ -165,7 +160,7 @@ pub struct RecordSpec {
     #[arg(long)]
     pub no_blocking: bool,
     /// Native stacks: C, C++ and Rust frames, with the Python frames where the
-    /// interpreter runs them (from outside, x86-64). Implies --blocking: every sampled
+    /// interpreter runs them (x86-64; from outside and in-process). Implies --blocking: every sampled
     /// thread is stopped while its stack is read. With -a, threads that run no Python
     /// (OpenBLAS, OpenMP, Rust threads) are recorded too, by their native stacks.
     #[arg(long, conflicts_with = "no_blocking")]
@@ -258,15 +253,6 @@ impl RecordSpec {
             opts.async_mode = Some(self.async_mode.unwrap_or(AsyncMode::Running));
         }
         Ok(opts)
-    }
-
-    /// Refuses what only a recording from outside has (`python -m tach run`,
-    /// `tach.start`, `%%tach`, `tach record --in-process`).
-    pub fn check_in_process(&self) -> Result<(), RecordCommandError> {
-        if self.native {
-            return Err(RecordCommandError::NativeInProcess);
-        }
-        Ok(())
     }
 }
 
@@ -414,7 +400,6 @@ impl RecordCommand {
             });
         }
         if self.argv.len() < 2 || self.in_process.is_some() {
-            self.spec.check_in_process()?;
             let mut cmd = self.command()?;
             let status = cmd.status().map_err(|source| RecordCommandError::Spawn {
                 program: self.argv[0].clone(),

@@ -16,9 +16,11 @@
 //! the program for longer. A signal that arrives after the sampler gave up on it finds
 //! its sequence number released and returns at once.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use super::native::Registers;
 
 /// How long the sampler waits for the thread to say it is paused.
 const ACK_TIMEOUT: Duration = Duration::from_millis(2);
@@ -38,6 +40,13 @@ static RELEASED: AtomicU32 = AtomicU32::new(0);
 static CLAIMED: AtomicBool = AtomicBool::new(false);
 /// The signal used, once installed (0: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The paused thread's registers where the signal interrupted it (`--native`: where its
+/// native walk starts), and the sequence number they belong to, written by the handler
+/// before it acknowledges (a seqlock: the number is written before and after them).
+static REGS_SEQ: AtomicU32 = AtomicU32::new(0);
+static REGS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+/// Marks [`REGS_SEQ`] while the handler writes the registers.
+const REGS_WRITING: u32 = u32::MAX;
 
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
@@ -85,13 +94,41 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-extern "C" fn on_pause(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+/// The interrupted instruction, stack and frame pointers in a signal's context.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn interrupted_registers(context: *mut libc::c_void) -> Option<[u64; 3]> {
+    if context.is_null() {
+        return None;
+    }
+    // SAFETY: with SA_SIGINFO the kernel passes a valid ucontext_t as the third
+    // argument; its general registers are only read.
+    let g = unsafe { &(*(context as *const libc::ucontext_t)).uc_mcontext.gregs };
+    Some([
+        g[libc::REG_RIP as usize] as u64,
+        g[libc::REG_RSP as usize] as u64,
+        g[libc::REG_RBP as usize] as u64,
+    ])
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn interrupted_registers(_: *mut libc::c_void) -> Option<[u64; 3]> {
+    None
+}
+
+extern "C" fn on_pause(_: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo (SA_SIGINFO); errno is saved and
     // restored around the futex calls, as a handler must.
     unsafe {
         let errno = *libc::__errno_location();
         let seq = (*info).si_value().sival_ptr as usize as u32;
         if !reached(RELEASED.load(Ordering::Acquire), seq) {
+            if let Some(regs) = interrupted_registers(context) {
+                REGS_SEQ.store(REGS_WRITING, Ordering::Release);
+                for (slot, value) in REGS.iter().zip(regs) {
+                    slot.store(value, Ordering::Release);
+                }
+                REGS_SEQ.store(seq, Ordering::Release);
+            }
             ACKED.store(seq, Ordering::Release);
             futex_wake(&ACKED);
             let start = now_ns();
@@ -163,11 +200,11 @@ pub trait ThreadPause: Send + std::fmt::Debug {
     fn paused(&self) -> u64;
     /// Requests the thread did not honour in time.
     fn timeouts(&self) -> u64;
-    /// The thread held in a ptrace stop of ours now, whose registers can be read
-    /// (`--native`); None for a pause that is not a ptrace stop.
-    fn ptrace_stopped(&self) -> Option<u64> {
-        None
-    }
+    /// The thread held paused now, if any.
+    fn holding(&self) -> Option<u64>;
+    /// `--native`: the registers of thread `tid`, held paused now, where its walk
+    /// starts; None when it is not held or they cannot be read.
+    fn registers(&self, tid: u64) -> Option<Registers>;
 }
 
 impl ThreadPause for Pauser {
@@ -183,6 +220,12 @@ impl ThreadPause for Pauser {
     fn timeouts(&self) -> u64 {
         self.timeouts
     }
+    fn registers(&self, tid: u64) -> Option<Registers> {
+        Pauser::registers(self, tid)
+    }
+    fn holding(&self) -> Option<u64> {
+        self.held.map(|(_, tid)| tid)
+    }
 }
 
 /// Pauses threads of this process, one at a time; [`Pauser::resume`] (or drop)
@@ -192,8 +235,8 @@ pub struct Pauser {
     signal: i32,
     pid: i32,
     next: u32,
-    /// The sequence number of the thread paused now.
-    held: Option<u32>,
+    /// The sequence number and thread id of the thread paused now.
+    held: Option<(u32, u64)>,
     /// Pauses that took effect, and requests the thread did not acknowledge in time.
     pub paused: u64,
     pub timeouts: u64,
@@ -253,7 +296,7 @@ impl Pauser {
         loop {
             let acked = ACKED.load(Ordering::Acquire);
             if acked == seq {
-                self.held = Some(seq);
+                self.held = Some((seq, tid));
                 self.paused += 1;
                 return true;
             }
@@ -273,9 +316,21 @@ impl Pauser {
         }
     }
 
+    /// Where thread `tid`, paused now, was interrupted: its registers as its handler
+    /// saved them. None when it is not the paused thread, or the registers were
+    /// overwritten meanwhile (a late signal's handler).
+    pub fn registers(&self, tid: u64) -> Option<Registers> {
+        let (seq, held) = self.held?;
+        if held != tid || REGS_SEQ.load(Ordering::Acquire) != seq {
+            return None;
+        }
+        let [ip, sp, bp] = [0, 1, 2].map(|i| REGS[i].load(Ordering::Acquire));
+        (REGS_SEQ.load(Ordering::Acquire) == seq).then_some(Registers { ip, sp, bp })
+    }
+
     /// Releases the paused thread, if any.
     pub fn resume(&mut self) {
-        if let Some(seq) = self.held.take() {
+        if let Some((seq, _)) = self.held.take() {
             RELEASED.store(seq, Ordering::Release);
             futex_wake(&RELEASED);
         }

@@ -26,6 +26,7 @@
 //! itself for `tach record --`). A traced leader's exit reaches the parent once the
 //! tracer's thread exits, and tach stops sampling when the leader is a zombie.
 
+use super::native::Registers;
 use std::time::{Duration, Instant};
 
 use super::pause::ThreadPause;
@@ -269,8 +270,15 @@ impl ThreadPause for PtracePauser {
         self.timeouts
     }
 
-    fn ptrace_stopped(&self) -> Option<u64> {
+    fn holding(&self) -> Option<u64> {
         self.held.map(|(tid, _)| tid as u64)
+    }
+
+    fn registers(&self, tid: u64) -> Option<Registers> {
+        if self.holding() != Some(tid) {
+            return None;
+        }
+        super::native::registers(tid as i32).ok()
     }
 }
 

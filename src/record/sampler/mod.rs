@@ -99,8 +99,9 @@ pub struct RecordOptions {
     /// Async-aware stacks (`--async-aware`, `--async-mode`): threads running an asyncio
     /// loop are shown by task, as CPython 3.15's sampler shows them (see `asyncio`).
     pub async_mode: Option<AsyncMode>,
-    /// Each thread's native stack with its Python frames spliced in (`--native`; from
-    /// outside only; every sampled thread is stopped while it is read).
+    /// Each thread's native stack with its Python frames spliced in (`--native`; every
+    /// sampled thread is stopped while it is read: by ptrace from outside, by the pause
+    /// signal in-process).
     pub native: bool,
 }
 
@@ -270,9 +271,8 @@ impl Sampler {
             ..RecordStats::default()
         };
         let (opts_blocking, target_pid) = (opts.blocking, target.pid);
-        // Native stacks are read from outside only (a thread cannot stop itself).
-        // SAFETY: getpid has no preconditions.
-        let native = if opts.native && target_pid != unsafe { libc::getpid() } as u64 {
+        // In-process too: the sampler is a thread of its own, and pauses the others.
+        let native = if opts.native {
             Some(Box::new(native::NativeSide::new(target_pid)?))
         } else {
             None

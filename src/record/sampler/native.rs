@@ -5,7 +5,7 @@
 use std::io::{Seek, Write};
 
 use crate::record::native::splice::{self, NativeKind, Splice};
-use crate::record::native::{registers, NativeStats, NativeUnwinder, Registers};
+use crate::record::native::{NativeStats, NativeUnwinder, Registers};
 use crate::tach::{Location, ProfilingMode, TachError, Writer, MAX_STACK_DEPTH};
 
 use super::super::memory::{MemoryReader, ReadError};
@@ -60,9 +60,13 @@ impl NativeSide {
         self.threads_listed = Some(std::time::Instant::now());
         self.threads.clear();
         if let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.unwinder.pid())) {
+            // In-process, the sampler's own thread is in the list: it cannot pause itself.
+            // SAFETY: gettid has no preconditions.
+            let own = unsafe { libc::gettid() } as u64;
             self.threads.extend(
                 tasks
                     .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+                    .filter(|&t| t != own)
                     .take(MAX_LISTED_THREADS),
             );
             self.threads.sort_unstable();
@@ -142,7 +146,7 @@ impl Sampler {
             return Ok(());
         };
         let regs = match stopped {
-            true => registers(tid as i32).ok(),
+            true => self.pausing.registers(tid),
             false => None,
         };
         let Some(regs) = regs else {
@@ -224,7 +228,7 @@ impl Sampler {
             self.memo.saw(tid);
             let stopped = self.pausing.stop(tid);
             let regs = match stopped {
-                true => registers(tid as i32).ok(),
+                true => self.pausing.registers(tid),
                 false => None,
             };
             let Some(n) = self.native.as_deref_mut() else {

@@ -2,6 +2,7 @@
 //! paused while a tick reads the stacks, so that every sample describes one moment.
 
 use super::super::layout::Offsets;
+use super::super::native::Registers;
 use super::super::pause::{Pauser, ThreadPause};
 use super::super::ptrace_pause::{PtracePauser, NATIVE_STOP_TIMEOUT};
 use super::threads::{gil_fields, gil_span};
@@ -22,11 +23,17 @@ impl Pausing {
     /// What pauses threads in process `pid`: nothing unless `blocking`; with `native`,
     /// ptrace, given the time to stop (every sampled thread is stopped in turn).
     pub(super) fn new(pid: u64, blocking: bool, native: bool) -> Pausing {
-        let pauser = if native {
+        // SAFETY: getpid has no preconditions.
+        let own = pid == unsafe { libc::getpid() } as u64;
+        let pauser = if native && !own {
             Some(Box::new(PtracePauser::with_stop_timeout(
                 pid as i32,
                 NATIVE_STOP_TIMEOUT,
             )) as Box<dyn ThreadPause>)
+        } else if native {
+            // In-process, the signal's handler saves the registers where it interrupted
+            // the thread, and the thread waits in it while its stack is walked in place.
+            pauser_for(pid)
         } else {
             blocking.then(|| pauser_for(pid)).flatten()
         };
@@ -74,12 +81,17 @@ impl Pausing {
         let Some(pauser) = self.pauser.as_mut() else {
             return false;
         };
-        if pauser.ptrace_stopped() == Some(tid) {
+        if pauser.holding() == Some(tid) {
             return true;
         }
         let stopped = pauser.pause(tid);
         self.paused_on_cpu = None;
         stopped
+    }
+
+    /// `--native`: the registers of thread `tid`, held paused now.
+    pub(super) fn registers(&self, tid: u64) -> Option<Registers> {
+        self.pauser.as_ref()?.registers(tid)
     }
 
     /// (pauses, pauses that timed out) so far, when ticks pause threads.
