@@ -23,13 +23,18 @@ Profilers: tach (blocking, the default at 1 kHz, and --no-blocking), py-spy (def
 which stops every thread, and --nonblocking), CPython 3.15's `profiling.sampling attach`
 (`--blocking` and not). With --native: tach blocking and `tach record --native`, py-spy
 default and `--native` (the extra stop time of a native walk; the spinning thread's
-native stack is the interpreter's own frames). Prints one Markdown row per profiler:
+native stack is the interpreter's own frames). With --in-process, also the program run
+under `python -m tach run` (blocking, and --native with --native): the tach package must
+be on PYTHONPATH. Prints one Markdown row per profiler:
 the median share of the thread's time stolen over the runs, that minus the median
 alone, and that as microseconds per sample at RATE (an upper bound on the time per
 stop when the profiler fell behind RATE).
 
     .venv-native-3.12/bin/python python/bench/stolen.py --native --rate 1000 --repeat 5 \
         --tach target/release/tach --pyspy .venv-native-3.12/bin/py-spy
+    PYTHONPATH=python .venv-native-3.12/bin/python python/bench/stolen.py --native \
+        --in-process --rate 1000 --repeat 5 --tach target/release/tach \
+        --pyspy .venv-native-3.12/bin/py-spy
 """
 
 import argparse
@@ -97,9 +102,27 @@ asyncio.run(main())
 """
 
 
+class InProcess:
+    """A profiler that is not attached: the program runs under `python -m tach run` with
+    these options (the tach package on PYTHONPATH)."""
+
+    def __init__(self, *options):
+        self.options = list(options)
+
+
 def one_run(python, script, seconds, profiler):
     """The share of the spinning thread's time stolen, with `profiler(pid)` (a command,
-    or None) attached for the whole spin."""
+    or None) attached for the whole spin, or the program run by `profiler` (InProcess)."""
+    if isinstance(profiler, InProcess):
+        out = os.path.join(os.path.dirname(script), "in-process.tach")
+        run = python + ["-m", "tach", "run", "-q", *profiler.options, "-o", out]
+        proc = subprocess.Popen(run + [script, str(seconds), "0.5"], stdout=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        line = proc.stdout.readline()
+        if proc.wait() != 0:
+            raise SystemExit(f"python -m tach run failed ({proc.returncode})")
+        return json.loads(line)["stolen_pct"]
     proc = subprocess.Popen(python + [script, str(seconds), "0.5"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     pid = wait_for_child_python(proc.pid, script)
@@ -126,6 +149,9 @@ def main():
     ap.add_argument("--native", action="store_true",
                     help="compare native stacks: tach --native and py-spy --native against "
                          "their own runs without it")
+    ap.add_argument("--in-process", action="store_true",
+                    help="python -m tach run (blocking, and --native with --native) from the "
+                         "tach package on PYTHONPATH, beside the other rows")
     ap.add_argument("--cpython", action="store_true",
                     help="CPython 3.15's profiling.sampling attach (run by --python)")
     ap.add_argument("--asyncio", action="store_true",
@@ -142,6 +168,10 @@ def main():
     r = str(args.rate)
     out = os.path.join(scratch, "out")
     profilers = [("none", None)]
+    if args.in_process:
+        profilers.append(("python -m tach run (blocking)", InProcess("-r", r, "--blocking")))
+        if args.native:
+            profilers.append(("python -m tach run --native", InProcess("-r", r, "--native")))
     if args.native:
         if args.tach:
             profilers += [
