@@ -512,10 +512,20 @@ def test_all_threads_records_threads_without_python_as_gdb_sees_them(tmp_path):
 # tach puts the frame (10.3% of py-spy's samples in-process, 2026-11-27).
 NAMED_AT_RETURN_ADDRESS = {"qsort": {"PyTuple_GET_SIZE", "Py_SIZE"}}
 
+# The native callers of OpenBLAS's kernels under numpy's svd, which py-spy loses where a
+# kernel has no unwind entry (OPEN_GAPS["svd"]).
+SVD_KERNEL_CALLERS = {"dispatcher_vectorcall", "ufunc_generic_fastcall",
+                      "PyUFunc_GeneralizedFunctionInternal", "generic_wrapped_legacy_loop",
+                      "svd_wrapper<double>", "scipy_dgesdd_64_"}
+
 # Programs whose largest gap against py-spy is known to exceed the bound, and why.
 OPEN_GAPS = {
-    "svd": "framehop ends some walks inside numpy's AVX-512 sort kernels (CFI it does not "
-           "evaluate), moving their time to the caller",
+    "svd": "py-spy loses the native callers of OpenBLAS's assembly kernels that have no "
+           "unwind entry (dcopy_k_SKYLAKEX, dnrm2_k_SKYLAKEX: 4-5% of its samples read "
+           "`svd -> dcopy_k_SKYLAKEX`), where gdb (a breakpoint inside dcopy_k_SKYLAKEX, "
+           "then bt) and tach give dlasd3 <- ... <- svd_wrapper <- ufunc_generic_fastcall "
+           "<- dispatcher_vectorcall: those callers' inclusive shares differ by the lost "
+           "samples; every self share and the other inclusive ones are held below",
     "qsort": "py-spy looks a caller's frame up at its return address, tach (as gdb and "
              "addr2line) at the call before it: where _CallPythonObject's inlined Py_DECREF "
              "(object.h:706) calls the hidden subtype_dealloc, py-spy shows "
@@ -583,6 +593,11 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
             return max((max(abs(so - sr), abs(io - ir)), func)
                        for file, func, so, sr, io, ir in r["rows"]
                        if func not in ("loads", "dumps"))
+        if name == "svd":
+            # Self shares, and the inclusive shares of all but the kernels' callers that
+            # py-spy loses (measured 2026-11-27 from outside: 0.9-1.6 points).
+            return max((max(abs(so - sr), 0 if func in SVD_KERNEL_CALLERS else abs(io - ir)),
+                        func) for file, func, so, sr, io, ir in r["rows"])
         if name in OPEN_GAPS:
             return None
         return r["largest_gap"], r["where"]
@@ -590,6 +605,10 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
     results = measure(programs, 1)
     for name, r in results.items():
         assert r["reference_samples"] > 300 and r["samples"] > 300, (name, r)
+        # The issue's goal is 1% of ticks with errors; measured 2026-11-27: 0.0-0.65%,
+        # but qsort's ctypes callbacks 0.5-1.3% and svd 0.19% (1.85-4.11% before the
+        # realigned frames of numpy's AVX-512 sort were walked: record::native).
+        assert r["error_rate"] <= 2.0, (name, r["error_rate"])
         # Every native function py-spy names among the largest, tach names the same.
         for file, func, s_ours, s_ref, i_ours, i_ref in r["rows"]:
             if file == "native" and i_ref >= 5.0 and \
@@ -599,9 +618,9 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
             print(f"OPEN: native accuracy of {name}: largest gap {r['largest_gap']:.1f} "
                   f"points ({r['where']}): {OPEN_GAPS[name]}", file=sys.stderr)
     # The issue's goal is 2 points; 3 is what test_accuracy holds on a quiet machine for
-    # Python stacks. Two programs are known not to meet it yet (measured on a quiet CI
-    # run, 2026-11-26: svd 4.1 points, qsort 7.3; docs/recorder.md): their gaps are
-    # printed, not held, until the causes in OPEN_GAPS are fixed.
+    # Python stacks. Three programs have rows where py-spy is the one that is wrong
+    # (OPEN_GAPS, each checked against gdb; docs/recorder.md): svd and orjson are held
+    # without those rows, qsort's gap (5.3-7.3 points, all naming) is printed only.
     # Two samplers taking turns on one process are each a sample of ~2,000 ticks: a share
     # near 60% differs between them by 1.5 points (one standard error) from sampling alone,
     # so a program whose gap passes the bound is measured once more, on a new execution,

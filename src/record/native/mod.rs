@@ -15,6 +15,7 @@
 
 mod dwarf;
 mod module;
+mod realigned;
 mod regs;
 pub(crate) mod splice;
 
@@ -80,6 +81,9 @@ pub struct NativeStats {
     pub no_registers: u64,
     /// Times the maps were read.
     pub map_reads: u64,
+    /// Frames of functions that realign their stack, whose caller's stack pointer was
+    /// read from the frame (`realigned`).
+    pub realigned: u64,
     /// With `-a`: the most threads of the process sampled in one tick that have no
     /// Python thread state (OpenBLAS and OpenMP workers, Rust threads): their native
     /// stacks alone.
@@ -97,6 +101,14 @@ struct ModuleInfo {
     file: Option<Arc<LoadedFile>>,
 }
 
+/// The module whose span holds `addr`.
+fn module_at(modules: &[ModuleInfo], addr: u64) -> Option<&ModuleInfo> {
+    let k = modules.partition_point(|m| m.range.start <= addr);
+    k.checked_sub(1)
+        .and_then(|k| modules.get(k))
+        .filter(|m| addr < m.range.end)
+}
+
 /// Walks and names the native stacks of one process's threads.
 pub(crate) struct NativeUnwinder {
     pid: i32,
@@ -105,6 +117,8 @@ pub(crate) struct NativeUnwinder {
     modules: Vec<ModuleInfo>,
     unwinder: UnwinderX86_64<SectionData>,
     cache: Box<CacheX86_64>,
+    /// Where frames realign their stack (the CFI expressions framehop does not read).
+    realigned: realigned::RealignedFrames,
     /// What each lookup address became (a range of `pool`: the functions inlined there,
     /// then the one it is in), until the maps change.
     kinds: HashMap<u64, (u32, u32)>,
@@ -138,6 +152,7 @@ impl NativeUnwinder {
             modules: Vec::new(),
             unwinder: UnwinderX86_64::new(),
             cache: Box::new(CacheX86_64::new()),
+            realigned: realigned::RealignedFrames::default(),
             kinds: HashMap::new(),
             pool: Vec::new(),
             dwarf: HashMap::new(),
@@ -163,6 +178,7 @@ impl NativeUnwinder {
         self.last_reload = Some(Instant::now());
         self.stale = false;
         self.kinds.clear();
+        self.realigned.clear();
         self.pool.clear();
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .ok()
@@ -278,18 +294,37 @@ impl NativeUnwinder {
         let mut addr = FrameAddress::from_instruction_pointer(regs.ip);
         self.sps.push(regs.sp);
         let truncated = loop {
-            self.addrs.push(addr.address_for_lookup());
+            let lookup = addr.address_for_lookup();
+            self.addrs.push(lookup);
             if self.addrs.len() >= MAX_NATIVE_FRAMES {
                 break true;
             }
-            let sp = unwind_regs.sp();
+            let (sp, bp) = (unwind_regs.sp(), unwind_regs.bp());
             match self.unwinder.unwind_frame(
                 addr,
                 &mut unwind_regs,
                 &mut self.cache,
                 &mut read_stack,
             ) {
-                Ok(Some(ret)) => {
+                Ok(Some(mut ret)) => {
+                    // A frame that realigned its stack: framehop walked it by its frame
+                    // pointer, which gives the caller the wrong stack pointer.
+                    let slot = module_at(&self.modules, lookup).and_then(|m| {
+                        let file = m.file.as_deref()?;
+                        self.realigned
+                            .cfa_slot(lookup, file, lookup.wrapping_sub(m.bias))
+                    });
+                    if let Some(slot) = slot {
+                        let Ok(cfa) = read_stack(bp.wrapping_add_signed(slot)) else {
+                            break true;
+                        };
+                        let Ok(return_address) = read_stack(cfa.wrapping_sub(8)) else {
+                            break true;
+                        };
+                        self.stats.realigned += 1;
+                        unwind_regs.set_sp(cfa);
+                        ret = return_address;
+                    }
                     if unwind_regs.sp() <= sp {
                         break true;
                     }
@@ -322,10 +357,7 @@ impl NativeUnwinder {
         if !entry_frames.iter().any(|e| (lo..hi).contains(e)) {
             return false;
         }
-        let k = self.modules.partition_point(|m| m.range.start <= addr);
-        k.checked_sub(1)
-            .and_then(|k| self.modules.get(k))
-            .is_some_and(|m| m.interpreter && addr < m.range.end)
+        module_at(&self.modules, addr).is_some_and(|m| m.interpreter)
     }
 
     /// What the frame at lookup address `addr` becomes, appended to `out`: the
@@ -356,12 +388,7 @@ impl NativeUnwinder {
 
     /// Appends the frames at `addr` to `self.pool`.
     fn name(&mut self, addr: u64, intern: &mut dyn FnMut(&str, &str, i32) -> u32) {
-        let k = self.modules.partition_point(|m| m.range.start <= addr);
-        let Some(m) = k
-            .checked_sub(1)
-            .and_then(|k| self.modules.get(k))
-            .filter(|m| addr < m.range.end)
-        else {
+        let Some(m) = module_at(&self.modules, addr) else {
             // Code outside every file (JIT code, a library loaded since): named by
             // address; the maps are read again.
             self.stale = true;
