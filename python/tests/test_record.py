@@ -576,6 +576,45 @@ def test_native_in_process_mixes_native_and_python_frames(tmp_path):
     assert data["stats"]["error_rate"] < 5, data["stats"]
 
 
+# A thread that never runs Python: libc's pthread_create starting libc's own sleep(3)
+# (a start routine takes one pointer-sized argument; sleep reads it as its seconds).
+NATIVE_THREAD = """
+import ctypes, ctypes.util, time, zlib
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+thread = ctypes.c_ulong()
+start = ctypes.cast(libc.sleep, ctypes.c_void_p)
+assert libc.pthread_create(ctypes.byref(thread), None, start, ctypes.c_void_p(2)) == 0
+print("ready", flush=True)
+DATA = bytes(range(256)) * 4000
+end = time.time() + 1.5
+while time.time() < end:
+    zlib.compress(DATA, 9)
+libc.pthread_join(thread, None)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
+                    reason="native stacks are walked on x86-64 Linux only")
+def test_native_in_process_all_threads_records_threads_without_python(tmp_path):
+    """`python -m tach run -a --native`: a thread that runs no Python (a libc thread in
+    sleep) is sampled by its native stack alone, and the sampler's own thread is not
+    (two threads in all: the main one and the sleeping one)."""
+    script = write_script(tmp_path, NATIVE_THREAD)
+    proc, data = run_recorded(tmp_path, script, "-a", "--native", "-r", "200")
+    assert "1 thread without Python" in proc.stderr, proc.stderr
+    by_thread = collections.defaultdict(list)
+    for tid, _, s in stacks(data):
+        by_thread[tid].append(s)
+    native_only = [tid for tid, st in by_thread.items()
+                   if all(not any(file.endswith(".py") for file, _, _ in s) for s in st)]
+    assert len(by_thread) == 2 and len(native_only) == 1, \
+        {tid: [funcs(s) for s in st[:2]] for tid, st in by_thread.items()}
+    sleeping = by_thread[native_only[0]]
+    assert sum("sleep" in funcs(s) for s in sleeping) >= 0.8 * len(sleeping), \
+        [funcs(s) for s in sleeping[:5]]
+    assert data["stats"]["error_rate"] < 5, data["stats"]
+
+
 def test_native_in_process_through_the_api(tmp_path):
     """`tach.start(native=True)`: the same options as `--native`, with the same checks."""
     out = tmp_path / "api.tach"

@@ -240,6 +240,8 @@ pub struct Pauser {
     /// Pauses that took effect, and requests the thread did not acknowledge in time.
     pub paused: u64,
     pub timeouts: u64,
+    /// How long a pause waits for the thread to acknowledge.
+    ack_timeout: Duration,
 }
 
 impl Pauser {
@@ -258,7 +260,16 @@ impl Pauser {
             held: None,
             paused: 0,
             timeouts: 0,
+            ack_timeout: ACK_TIMEOUT,
         })
+    }
+
+    /// Waits up to `timeout` for each pause to take effect (`--native`: a thread not
+    /// paused has no native stack, and on a busy machine a thread waiting for a CPU takes
+    /// the signal only when it runs).
+    pub fn with_ack_timeout(mut self, timeout: Duration) -> Pauser {
+        self.ack_timeout = timeout;
+        self
     }
 
     /// Pauses thread `tid` (releasing any thread paused before). False when the thread
@@ -301,7 +312,7 @@ impl Pauser {
                 return true;
             }
             let waited = start.elapsed();
-            if waited >= ACK_TIMEOUT {
+            if waited >= self.ack_timeout {
                 // Released before it is acknowledged: a late signal returns at once.
                 RELEASED.store(seq, Ordering::Release);
                 futex_wake(&RELEASED);
@@ -312,7 +323,7 @@ impl Pauser {
                 std::hint::spin_loop();
                 continue;
             }
-            futex_wait(&ACKED, acked, ACK_TIMEOUT - waited);
+            futex_wait(&ACKED, acked, self.ack_timeout - waited);
         }
     }
 

@@ -33,7 +33,8 @@ impl Pausing {
         } else if native {
             // In-process, the signal's handler saves the registers where it interrupted
             // the thread, and the thread waits in it while its stack is walked in place.
-            pauser_for(pid)
+            Pauser::new()
+                .map(|p| Box::new(p.with_ack_timeout(NATIVE_STOP_TIMEOUT)) as Box<dyn ThreadPause>)
         } else {
             blocking.then(|| pauser_for(pid)).flatten()
         };
