@@ -109,3 +109,14 @@ def read_collapsed(path):
             stack, n = line.rstrip("\n").rsplit(" ", 1)
             counts[stack] = counts.get(stack, 0) + int(n)
     return counts
+
+
+def in_order(names, *wanted):
+    """`wanted` appear in `names` in this order (root to leaf), not necessarily adjacent."""
+    at = 0
+    for w in wanted:
+        try:
+            at = names.index(w, at) + 1
+        except ValueError:
+            return False
+    return True

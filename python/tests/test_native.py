@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import CHROOT, REPO, TACH, chroot_ok, read_collapsed
+from conftest import CHROOT, REPO, TACH, chroot_ok, in_order, read_collapsed
 
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 VENV = os.path.join(REPO, ".venv-native-3.12")
@@ -94,17 +94,6 @@ def funcs(stack):
     """Function names of a collapsed stack, root first."""
     return [part.rsplit(":", 2)[-2] if part.count(":") >= 2 else part
             for part in stack.split(";")[1:]]
-
-
-def in_order(names, *wanted):
-    """`wanted` appear in `names` in this order (root to leaf), not necessarily adjacent."""
-    at = 0
-    for w in wanted:
-        try:
-            at = names.index(w, at) + 1
-        except ValueError:
-            return False
-    return True
 
 
 def record(cmd, work, seconds, extra=()):

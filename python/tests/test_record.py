@@ -26,7 +26,7 @@ HAS_GIL, ON_CPU, UNKNOWN, GIL_REQUESTED, HAS_EXCEPTION, MAIN_THREAD = 1, 2, 4, 8
 
 # CHROOT: the project's own chroot tool (scripts/cpython-chroot); inside the chroot it
 # is absent.
-from conftest import CHROOT, REPO  # noqa: E402
+from conftest import CHROOT, REPO, in_order  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -551,15 +551,6 @@ def test_native_in_process_mixes_native_and_python_frames(tmp_path):
     assert "native:" in proc.stderr, proc.stderr
     check_header(data, features=["native"], gc=False)
     st = [list(reversed(funcs(s))) for _, _, s in stacks(data)]
-
-    def in_order(names, *wanted):
-        at = 0
-        for w in wanted:
-            try:
-                at = names.index(w, at) + 1
-            except ValueError:
-                return False
-        return True
 
     assert any(in_order(n, "main", "squeeze", "deflate") for n in st), st[:10]
     # Debian's CPython (the chroot's 3.13-3.15) builds the json accelerator into its
