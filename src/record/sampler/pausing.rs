@@ -21,7 +21,8 @@ pub(super) struct Pausing {
 
 impl Pausing {
     /// What pauses threads in process `pid`: nothing unless `blocking`; with `native`,
-    /// ptrace, given the time to stop (every sampled thread is stopped in turn).
+    /// ptrace from outside and the pause signal in-process, each given the time to stop
+    /// (every sampled thread is stopped in turn).
     pub(super) fn new(pid: u64, blocking: bool, native: bool) -> Pausing {
         // SAFETY: getpid has no preconditions.
         let own = pid == unsafe { libc::getpid() } as u64;
