@@ -24,21 +24,9 @@ impl Pausing {
     /// ptrace from outside and the pause signal in-process, each given the time to stop
     /// (every sampled thread is stopped in turn).
     pub(super) fn new(pid: u64, blocking: bool, native: bool) -> Pausing {
-        // SAFETY: getpid has no preconditions.
-        let own = pid == unsafe { libc::getpid() } as u64;
-        let pauser = if native && !own {
-            Some(Box::new(PtracePauser::with_stop_timeout(
-                pid as i32,
-                NATIVE_STOP_TIMEOUT,
-            )) as Box<dyn ThreadPause>)
-        } else if native {
-            // In-process, the signal's handler saves the registers where it interrupted
-            // the thread, and the thread waits in it while its stack is walked in place.
-            Pauser::new()
-                .map(|p| Box::new(p.with_ack_timeout(NATIVE_STOP_TIMEOUT)) as Box<dyn ThreadPause>)
-        } else {
-            blocking.then(|| pauser_for(pid)).flatten()
-        };
+        let pauser = (blocking || native)
+            .then(|| pauser_for(pid, native))
+            .flatten();
         Pausing {
             pauser,
             paused_on_cpu: None,
@@ -102,11 +90,23 @@ impl Pausing {
     }
 }
 
-/// Our own threads are paused with a signal, another process's with ptrace.
-fn pauser_for(pid: u64) -> Option<Box<dyn ThreadPause>> {
+/// Our own threads are paused with a signal, another process's with ptrace. With
+/// `native` a thread has longer to take its pause: without it, it has no native stack.
+fn pauser_for(pid: u64, native: bool) -> Option<Box<dyn ThreadPause>> {
     // SAFETY: getpid has no preconditions.
     if pid == unsafe { libc::getpid() } as u64 {
-        Pauser::new().map(|p| Box::new(p) as Box<dyn ThreadPause>)
+        // In-process, the signal's handler saves the registers where it interrupted the
+        // thread, and the thread waits in it while its stack is walked in place.
+        let pauser = Pauser::new()?;
+        Some(Box::new(match native {
+            true => pauser.with_ack_timeout(NATIVE_STOP_TIMEOUT),
+            false => pauser,
+        }))
+    } else if native {
+        Some(Box::new(PtracePauser::with_stop_timeout(
+            pid as i32,
+            NATIVE_STOP_TIMEOUT,
+        )))
     } else {
         Some(Box::new(PtracePauser::new(pid as i32)))
     }
