@@ -10,8 +10,11 @@
 //!
 //! Everything is bounded: [`MAX_NATIVE_FRAMES`] frames and [`MAX_STACK_PAGES`] pages of
 //! stack per walk; a walk whose stack pointer does not grow, or whose read fails, ends
-//! there and is marked truncated. Modules are loaded once per file and the maps are read
-//! again (at most every [`RELOAD_INTERVAL`]) when an address falls outside them.
+//! there and is marked truncated. Modules are loaded once per file. A walk that reaches
+//! code outside every module (a library loaded since the maps were read) reads the maps
+//! again at once and walks the same stopped thread again; code that stays outside (JIT
+//! code) is remembered by page, so it costs one read of the maps per page, and past
+//! [`MAX_OUTSIDE_PAGES`] one per [`RELOAD_INTERVAL`].
 
 mod dwarf;
 mod module;
@@ -19,7 +22,7 @@ mod realigned;
 mod regs;
 pub(crate) mod splice;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,8 +41,15 @@ pub(crate) const MAX_NATIVE_FRAMES: usize = 1024;
 /// Pages of stack memory read per walk (1 MiB).
 const MAX_STACK_PAGES: usize = 256;
 const PAGE: u64 = 4096;
-/// The shortest time between two reads of the maps.
+/// The shortest time between two reads of the maps once [`MAX_OUTSIDE_PAGES`] pages
+/// of code outside every module are known.
 const RELOAD_INTERVAL: Duration = Duration::from_millis(100);
+/// Pages of code outside every module remembered (so that JIT code does not read the
+/// maps at each walk).
+const MAX_OUTSIDE_PAGES: usize = 256;
+/// How long a page stays known as outside every module (a library may be loaded there
+/// later).
+const OUTSIDE_MEMORY: Duration = Duration::from_secs(10);
 
 /// Why native stacks cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -127,8 +137,10 @@ pub(crate) struct NativeUnwinder {
     dwarf: HashMap<Arc<str>, Option<dwarf::Dwarf>>,
     source_frames: Vec<dwarf::SourceFrame>,
     last_reload: Option<Instant>,
-    /// An address fell outside every module: read the maps again.
-    stale: bool,
+    /// Pages of code found outside every module by the last reads of the maps, and
+    /// when the set was last emptied.
+    outside_pages: HashSet<u64>,
+    outside_since: Instant,
     /// Stack pages read this walk: (page address, start in `page_buf`, or None:
     /// unreadable).
     pages: Vec<(u64, Option<usize>)>,
@@ -158,7 +170,8 @@ impl NativeUnwinder {
             dwarf: HashMap::new(),
             source_frames: Vec::with_capacity(dwarf::MAX_INLINED),
             last_reload: None,
-            stale: false,
+            outside_pages: HashSet::new(),
+            outside_since: Instant::now(),
             pages: Vec::with_capacity(MAX_STACK_PAGES),
             page_buf: Vec::new(),
             addrs: Vec::with_capacity(MAX_NATIVE_FRAMES),
@@ -176,7 +189,6 @@ impl NativeUnwinder {
             .map_err(|source| NativeError::Maps { pid, source })?;
         self.stats.map_reads += 1;
         self.last_reload = Some(Instant::now());
-        self.stale = false;
         self.kinds.clear();
         self.realigned.clear();
         self.pool.clear();
@@ -258,15 +270,26 @@ impl NativeUnwinder {
         self.pid
     }
 
-    /// Reads the maps again if an address fell outside them, not too often.
-    pub fn refresh(&mut self) {
-        if self.stale
-            && self
-                .last_reload
-                .is_none_or(|t| t.elapsed() >= RELOAD_INTERVAL)
-        {
-            // Unreadable maps (the process is exiting): keep the modules known.
-            let _ = self.reload();
+    /// Whether the last walk reached code outside every module that the maps, read
+    /// again now, may name: code on a page not known to be outside (or, with too many
+    /// such pages known, a reload not too recent).
+    fn reached_unmapped_code(&mut self) -> bool {
+        if self.outside_since.elapsed() >= OUTSIDE_MEMORY {
+            self.outside_pages.clear();
+            self.outside_since = Instant::now();
+        }
+        let full = self.outside_pages.len() >= MAX_OUTSIDE_PAGES;
+        let mut outside = self
+            .addrs
+            .iter()
+            .filter(|&&a| module_at(&self.modules, a).is_none());
+        if full {
+            outside.next().is_some()
+                && self
+                    .last_reload
+                    .is_none_or(|t| t.elapsed() >= RELOAD_INTERVAL)
+        } else {
+            outside.any(|&a| !self.outside_pages.contains(&(a & !(PAGE - 1))))
         }
     }
 
@@ -274,6 +297,29 @@ impl NativeUnwinder {
     /// first). Returns whether the walk was cut short.
     pub fn walk(&mut self, regs: Registers, mem: &dyn MemoryReader) -> bool {
         self.stats.walks += 1;
+        let mut truncated = self.walk_once(regs, mem);
+        // A library loaded since the maps were read (ctypes imported after the recording
+        // began) has no unwind rules yet: its frames are walked by frame pointers, which
+        // most libraries do not keep, and are left unnamed. The thread is still stopped:
+        // read the maps and walk it again.
+        if self.reached_unmapped_code() && self.reload().is_ok() {
+            truncated = self.walk_once(regs, mem);
+            for &a in &self.addrs {
+                if self.outside_pages.len() < MAX_OUTSIDE_PAGES
+                    && module_at(&self.modules, a).is_none()
+                {
+                    self.outside_pages.insert(a & !(PAGE - 1));
+                }
+            }
+        }
+        if truncated {
+            self.stats.truncated += 1;
+        }
+        truncated
+    }
+
+    /// One walk of the stack from `regs` with the modules known now.
+    fn walk_once(&mut self, regs: Registers, mem: &dyn MemoryReader) -> bool {
         self.addrs.clear();
         self.sps.clear();
         self.pages.clear();
@@ -340,9 +386,6 @@ impl NativeUnwinder {
                 Err(_) => break true,
             }
         };
-        if truncated {
-            self.stats.truncated += 1;
-        }
         truncated
     }
 
@@ -389,9 +432,8 @@ impl NativeUnwinder {
     /// Appends the frames at `addr` to `self.pool`.
     fn name(&mut self, addr: u64, intern: &mut dyn FnMut(&str, &str, i32) -> u32) {
         let Some(m) = module_at(&self.modules, addr) else {
-            // Code outside every file (JIT code, a library loaded since): named by
-            // address; the maps are read again.
-            self.stale = true;
+            // Code outside every file (JIT code, or a library the walk's read of the
+            // maps did not yet see): named by address.
             let id = intern("~", &format!("0x{addr:x}"), -1);
             self.pool.push(NativeKind::Frame(id));
             return;

@@ -19,30 +19,8 @@ impl Drop for Killed {
 /// through libc to the program's start, the C library's symbols named.
 #[test]
 fn walks_a_sleeping_process_to_its_root() {
-    let child = Killed(
-        Command::new("sleep")
-            .arg("30")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let child = sleeping_child();
     let pid = child.0.id() as i32;
-    // Until it has loaded its libraries and sleeps.
-    let start = Instant::now();
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        if stat
-            .rsplit(')')
-            .next()
-            .unwrap()
-            .trim_start()
-            .starts_with('S')
-        {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(5));
-        std::thread::sleep(Duration::from_millis(5));
-    }
     let mut unwinder = NativeUnwinder::new(pid).unwrap();
     let mut pauser = PtracePauser::new(pid);
     let mut paused = false;
@@ -102,6 +80,84 @@ fn walks_a_sleeping_process_to_its_root() {
     let libc = (0..addrs.len()).find(|&i| !is_exe(addrs[i])).unwrap();
     let sp = unwinder.sps[libc];
     assert!(!unwinder.holds_entry_frame(libc, addrs[libc], &[sp]));
+}
+
+/// A library mapped after the maps were read (here: every module forgotten, as when
+/// the recording began before the program loaded them) is found by the walk itself: the
+/// maps are read again and the stopped thread walked again, to its root, named; code
+/// that stays outside every module reads the maps once per page, not at each walk.
+#[test]
+fn a_library_loaded_since_the_maps_were_read_is_walked_and_named() {
+    let child = sleeping_child();
+    let pid = child.0.id() as i32;
+    let mut unwinder = NativeUnwinder::new(pid).unwrap();
+    unwinder.modules.clear();
+    unwinder.unwinder = UnwinderX86_64::new();
+    let mut pauser = PtracePauser::new(pid);
+    assert!(
+        (0..100).any(|_| pauser.pause(pid as u64) || {
+            std::thread::sleep(Duration::from_millis(10));
+            false
+        }),
+        "could not stop the child"
+    );
+    let regs = registers(pid).unwrap();
+    let mem = ProcessVmReader::new(pid);
+    let truncated = unwinder.walk(regs, &mem);
+    pauser.resume();
+    assert!(!truncated, "{:x?}", unwinder.addrs);
+    assert_eq!(unwinder.stats.map_reads, 2);
+    assert!(unwinder
+        .addrs
+        .iter()
+        .all(|&a| module_at(&unwinder.modules, a).is_some()));
+
+    // Code in no module (JIT code): one more read of the maps for its page, then none.
+    let jit = Registers {
+        ip: 0x1000_0010,
+        sp: 8,
+        bp: 0,
+    };
+    let nothing = FakeMemory::new();
+    for _ in 0..5 {
+        unwinder.walk(jit, &nothing);
+    }
+    assert_eq!(unwinder.stats.map_reads, 3);
+    unwinder.walk(
+        Registers {
+            ip: 0x1000_1010,
+            ..jit
+        },
+        &nothing,
+    );
+    assert_eq!(unwinder.stats.map_reads, 4);
+}
+
+/// `sleep 30`, once it has loaded its libraries and sleeps.
+fn sleeping_child() -> Killed {
+    let child = Killed(
+        Command::new("sleep")
+            .arg("30")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id() as i32;
+    let start = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        if stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .trim_start()
+            .starts_with('S')
+        {
+            return child;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Registers and stack memory that make no sense end the walk, bounded, never a panic.
@@ -237,6 +293,16 @@ fn hostile_unwind_tables_registers_and_stacks_end_bounded() {
         let mut fresh = UnwinderX86_64::new();
         fresh.add_module(Module::new("fuzz".into(), code.clone(), 0, info));
         unwinder.unwinder = fresh;
+        // The module list names the same code, so that the walk does not read the maps
+        // again for it (and replace the hostile tables by the real ones). A random
+        // instruction pointer outside it still does, as in a recording.
+        unwinder.modules = vec![ModuleInfo {
+            range: code.clone(),
+            bias: 0,
+            path: "fuzz".into(),
+            interpreter: false,
+            file: None,
+        }];
 
         // The stack: words into the code, into the stack (up or down), or anywhere.
         let mut stack = vec![0u8; stack_len];

@@ -82,7 +82,6 @@ impl NativeSide {
         mem: &dyn MemoryReader,
         writer: &mut Writer<W>,
     ) -> bool {
-        self.unwinder.refresh();
         let truncated = self.unwinder.walk(regs, mem);
         let addrs = std::mem::take(&mut self.unwinder.addrs);
         self.kinds.clear();
