@@ -1,12 +1,18 @@
 //! Pausing (`RecordOptions::blocking`; `--native` too): the thread holding the GIL is
 //! paused while a tick reads the stacks, so that every sample describes one moment.
 
+use std::time::{Duration, Instant};
+
 use super::super::layout::Offsets;
 use super::super::native::Registers;
 use super::super::pause::{Pauser, ThreadPause};
 use super::super::ptrace_pause::{PtracePauser, NATIVE_STOP_TIMEOUT};
 use super::threads::{gil_fields, gil_span};
 use super::Sampler;
+
+/// How long a held thread whose stack did not read runs before it is stopped again
+/// (thousands of instructions: past any window in which its frames are half linked).
+const STEP: Duration = Duration::from_micros(20);
 
 /// The pauser, and the thread it paused this tick. A part of its own so that a tick's
 /// end, and a tick that ended early, let go of the paused thread in one place.
@@ -77,6 +83,26 @@ impl Pausing {
         let stopped = pauser.pause(tid);
         self.paused_on_cpu = None;
         stopped
+    }
+
+    /// Lets thread `tid`, when it is the one held, run on a moment, then stops it again:
+    /// a stopped thread whose stack did not read reads the same until it runs on. (3.11
+    /// and 3.12 point the thread state at an eval loop's new C frame a few instructions
+    /// before that frame names its Python frame: each call from C into Python, such as
+    /// a ctypes callback, has that moment.) Whether it is held again.
+    pub(super) fn step(&mut self, tid: u64) -> bool {
+        let Some(pauser) = self.pauser.as_mut() else {
+            return false;
+        };
+        if pauser.holding() != Some(tid) {
+            return false;
+        }
+        pauser.resume();
+        let start = Instant::now();
+        while start.elapsed() < STEP {
+            std::hint::spin_loop();
+        }
+        pauser.pause(tid)
     }
 
     /// `--native`: the registers of thread `tid`, held paused now.

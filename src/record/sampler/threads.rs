@@ -534,6 +534,8 @@ impl Sampler {
                 Err(e) if attempt < READ_ATTEMPTS => {
                     attempt += 1;
                     self.diagnostics.retried(e);
+                    // A held thread would read the same again.
+                    self.pausing.step(tid);
                 }
                 Err(e) => return Err(e),
             }
