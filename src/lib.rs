@@ -75,6 +75,17 @@ where
     cli::main(args)
 }
 
+/// Entry points for the fuzz targets (`fuzz/`), built only with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Walks a native stack made from `data` with this process's unwind tables
+    /// (`fuzz/fuzz_targets/native.rs`).
+    pub fn native_walk(data: &[u8]) {
+        crate::record::native_fuzz_walk(data)
+    }
+}
+
 /// The allocator the `tach` binary installs (big blocks on transparent huge pages:
 /// fewer page faults in exports). A library does not choose its user's allocator, so
 /// it is here for `src/main.rs` only.

@@ -43,6 +43,8 @@ mod linetable;
 mod maps;
 mod memory;
 mod native;
+#[cfg(fuzzing)]
+pub(crate) use native::fuzzing::walk as native_fuzz_walk;
 pub mod options;
 mod pause;
 mod ptrace_pause;

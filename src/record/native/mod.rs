@@ -17,6 +17,8 @@
 //! [`MAX_OUTSIDE_PAGES`] one per [`RELOAD_INTERVAL`].
 
 mod dwarf;
+#[cfg(fuzzing)]
+pub(crate) mod fuzzing;
 mod module;
 mod realigned;
 mod regs;
