@@ -594,10 +594,11 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
     results = measure(programs, 1)
     for name, r in results.items():
         assert r["reference_samples"] > 300 and r["samples"] > 300, (name, r)
-        # The goal is 1% of ticks with errors; measured 2026-11-27: 0.0-0.65%,
-        # but qsort's ctypes callbacks 0.5-1.3% and svd 0.19% (1.85-4.11% before the
-        # realigned frames of numpy's AVX-512 sort were walked: record::native).
-        assert r["error_rate"] <= 2.0, (name, r["error_rate"])
+        # The goal: at most 1% of ticks with errors. Measured 2026-11-27, outside
+        # and in-process: 0.00-0.28% (qsort's ctypes callbacks were 0.5-1.3% until a held
+        # thread stopped at a half-linked moment was let run on; svd 1.85-4.11% until
+        # numpy's realigned sort frames were walked; docs/recorder.md).
+        assert r["error_rate"] <= 1.0, (name, r["error_rate"])
         # Every native function py-spy names among the largest, tach names the same.
         for file, func, s_ours, s_ref, i_ours, i_ref in r["rows"]:
             if file == "native" and i_ref >= 5.0 and \
