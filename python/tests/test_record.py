@@ -634,6 +634,30 @@ except ValueError as e:
     assert any("squeeze" in n and n.index("squeeze") < len(n) - 1 for n in st), leaves
 
 
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
+                    reason="native stacks are walked on x86-64 Linux only")
+def test_native_in_process_without_a_free_signal_is_refused(tmp_path):
+    """A program that handles every real-time signal tach could hold threads with gets
+    an error saying so and what to do, not a recording of nothing but errors."""
+    out = tmp_path / "none.tach"
+    prog = f"""
+import signal, tach
+for sig in range(signal.SIGRTMIN + 2, signal.SIGRTMAX):
+    signal.signal(sig, lambda *a: None)
+try:
+    tach.start({str(out)!r}, native=True, rate=200, gc=False, quiet=True)
+except Exception as e:
+    print("refused:", type(e).__name__, e)
+else:
+    print("started")
+"""
+    proc = run_python(tmp_path, prog)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused:" in proc.stdout and "free real-time signal" in proc.stdout \
+        and "tach record --native --pid" in proc.stdout, proc.stdout + proc.stderr
+    assert not out.exists()
+
+
 def test_exceptions_and_exception_mode(tmp_path):
     script = write_script(tmp_path, """
         import time

@@ -254,6 +254,17 @@ const READ_ATTEMPTS: u32 = 4;
 impl Sampler {
     /// Creates the output file (so that a bad path fails at start, in the caller).
     pub fn new(target: Target, opts: RecordOptions) -> Result<Sampler, TachError> {
+        let pausing = Pausing::new(target.pid, opts.blocking, opts.native);
+        if opts.native && !pausing.enabled() {
+            // In-process, threads are held by a real-time signal's handler; a program
+            // that handles every one leaves no way to stop a thread for its stack.
+            return Err(TachError::Usage(
+                "--native in-process needs a free real-time signal to hold each thread, \
+                 and this program handles every one (SIGRTMIN+2 to SIGRTMAX-1): record it \
+                 from outside with `tach record --native --pid PID`"
+                    .into(),
+            ));
+        }
         let start_us = monotonic_us();
         let version = target.layout.version();
         let writer = Writer::builder(opts.interval_us)
@@ -270,14 +281,13 @@ impl Sampler {
             path: opts.path.clone(),
             ..RecordStats::default()
         };
-        let (opts_blocking, target_pid) = (opts.blocking, target.pid);
+        let target_pid = target.pid;
         // In-process too: the sampler is a thread of its own, and pauses the others.
         let native = if opts.native {
             Some(Box::new(native::NativeSide::new(target_pid)?))
         } else {
             None
         };
-        let native_on = native.is_some();
         Ok(Sampler {
             target,
             opts,
@@ -294,7 +304,7 @@ impl Sampler {
             memo: ThreadMemo::default(),
             diagnostics: Diagnostics::new(std::env::var_os("TACH_RECORD_DEBUG").is_some()),
             gc: GcState::default(),
-            pausing: Pausing::new(target_pid, opts_blocking, native_on),
+            pausing,
             tasks,
             native,
         })
