@@ -247,84 +247,100 @@ def test_native_on_315_python_part_equals_cpython_native(work, where):
     script = os.path.join(work, "native315.py")
     with open(script, "w") as f:
         f.write(PROGRAM_315)
-    go = os.path.join(work, "go")
-    out = os.path.join(work, "native.tach")
-    ref = os.path.join(work, "cpython.collapsed")
-    ours_cmd = [TACH, "record", "--native", "--no-gc", "-r", "200", "--pid", "PID", "-o", out]
-    program = [CHROOT, "run", "--", "python3.15", script, "8", go]
-    if where == "in-process":
-        # The one abi3 extension python/tests/run.sh built into python/tach/.
-        if not glob.glob(os.path.join(REPO, "python", "tach", "_native*.so")):
-            pytest.skip("SKIPPED: native in-process on 3.15: no built extension in python/tach")
-        program = [CHROOT, "run", "--", "env", f"PYTHONPATH={REPO}/python", "python3.15", "-m",
-                   "tach", "run", "-q", "--native", "--no-gc", "-r", "200", "-o", out, script,
-                   "8", go]
-        ours_cmd = None
-    proc = subprocess.Popen(program, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        pid = None
-        for d in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if script.encode() in argv and os.path.basename(argv[0]).startswith(b"python"):
-                pid = int(d)
-        assert pid, "the program's interpreter process was not found"
-        ref_proc = subprocess.Popen(
-            [CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "attach",
-             "--native", "--blocking", "--no-gc", "-r", "200", "--collapsed", "-o", ref,
-             str(pid)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        ours = proc
-        if ours_cmd is not None:
-            ours_cmd[ours_cmd.index("PID")] = str(pid)
-            ours = subprocess.Popen(ours_cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
-        open(go, "w").close()
-        _, ours_err = ours.communicate(timeout=TIMEOUT)
-        _, ref_err = ref_proc.communicate(timeout=TIMEOUT)
-        assert ours.returncode == 0, ours_err
-        assert ref_proc.returncode == 0 and os.path.exists(ref), ref_err
-    finally:
-        proc.kill()
-        proc.wait()
-    collapsed = out + ".collapsed"
-    p = tach("export", "--collapsed", "-o", collapsed, out)
-    assert p.returncode == 0, p.stderr
 
-    def tach_native(part):
-        file = part.split(":", 1)[0]
-        return not (file.endswith(".py") or file.startswith("<"))
+    def record_pair(attempt):
+        """One execution recorded by both: the stacks' shares and the largest gap."""
+        go = os.path.join(work, f"go-{attempt}")
+        out = os.path.join(work, f"native-{attempt}.tach")
+        ref = os.path.join(work, f"cpython-{attempt}.collapsed")
+        ours_cmd = [TACH, "record", "--native", "--no-gc", "-r", "200", "--pid", "PID", "-o", out]
+        program = [CHROOT, "run", "--", "python3.15", script, "8", go]
+        if where == "in-process":
+            # The one abi3 extension python/tests/run.sh built into python/tach/.
+            if not glob.glob(os.path.join(REPO, "python", "tach", "_native*.so")):
+                pytest.skip("SKIPPED: native in-process on 3.15: no built extension in python/tach")
+            program = [CHROOT, "run", "--", "env", f"PYTHONPATH={REPO}/python", "python3.15", "-m",
+                       "tach", "run", "-q", "--native", "--no-gc", "-r", "200", "-o", out, script,
+                       "8", go]
+            ours_cmd = None
+        proc = subprocess.Popen(program, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            pid = None
+            for d in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{d}/cmdline", "rb") as f:
+                        argv = f.read().split(b"\0")
+                except OSError:
+                    continue
+                if script.encode() in argv and os.path.basename(argv[0]).startswith(b"python"):
+                    pid = int(d)
+            assert pid, "the program's interpreter process was not found"
+            ref_proc = subprocess.Popen(
+                [CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "attach",
+                 "--native", "--blocking", "--no-gc", "-r", "200", "--collapsed", "-o", ref,
+                 str(pid)],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            ours = proc
+            if ours_cmd is not None:
+                ours_cmd[ours_cmd.index("PID")] = str(pid)
+                ours = subprocess.Popen(ours_cmd, cwd=REPO, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+            time.sleep(1.0)
+            open(go, "w").close()
+            _, ours_err = ours.communicate(timeout=TIMEOUT)
+            _, ref_err = ref_proc.communicate(timeout=TIMEOUT)
+            assert ours.returncode == 0, ours_err
+            assert ref_proc.returncode == 0 and os.path.exists(ref), ref_err
+        finally:
+            proc.kill()
+            proc.wait()
+        collapsed = out + ".collapsed"
+        p = tach("export", "--collapsed", "-o", collapsed, out)
+        assert p.returncode == 0, p.stderr
 
-    ours, ours_n = python_skeletons(collapsed, tach_native)
-    ref, ref_n = python_skeletons(ref, lambda part: part == "<native>")
-    print(f"tach {ours_n} samples in main, CPython --native {ref_n}; {ours_err.strip()}",
-          file=sys.stderr)
-    assert ours_n > 300 and ref_n > 300, (ours_n, ref_n)
+        def tach_native(part):
+            file = part.split(":", 1)[0]
+            return not (file.endswith(".py") or file.startswith("<"))
 
-    def share(stacks, total, k):
-        return 100.0 * stacks.get(k, (0, set()))[0] / total
+        ours, ours_n = python_skeletons(collapsed, tach_native)
+        ref, ref_n = python_skeletons(ref, lambda part: part == "<native>")
+        print(f"tach {ours_n} samples in main, CPython --native {ref_n}; {ours_err.strip()}",
+              file=sys.stderr)
+        assert ours_n > 300 and ref_n > 300, (ours_n, ref_n)
 
-    keys = sorted(set(ref) | set(ours), key=lambda k: -share(ref, ref_n, k))
-    for k in keys[:8]:
-        print(f"{share(ref, ref_n, k):6.1f} {share(ours, ours_n, k):6.1f}  {';'.join(k)}  "
-              f"<native> before {sorted(ref.get(k, (0, set()))[1])}, tach's native frames "
-              f"before {sorted(ours.get(k, (0, set()))[1])}", file=sys.stderr)
-    # The Python part: each stack's share against CPython's, held to 3 points (the goal
-    # is 2; two runs on a quiet machine, 2026-11-26: 1.7 and 1.3). The reference is
-    # CPython's sampler with --blocking: without it CPython reads the running thread and
-    # misses the ctypes callback (Python `compare` entered from libc's qsort thousands of
-    # times a call): alone on separate executions it gave `qsort;compare` 1.2-1.3% while
-    # its --blocking mode gave 7.1% and tach 7.3-8.6% (the 6-7 point gap the CI runs of
-    # 2026-11-26 saw, coming out of `compress`).
-    gap, where = max((abs(share(ours, ours_n, k) - share(ref, ref_n, k)), k) for k in keys)
-    print(f"largest gap {gap:.1f} points ({';'.join(where)})", file=sys.stderr)
-    assert gap <= float(os.environ.get("TACH_NATIVE_GAP", "3")), (gap, where)
+        def share(stacks, total, k):
+            return 100.0 * stacks.get(k, (0, set()))[0] / total
+
+        keys = sorted(set(ref) | set(ours), key=lambda k: -share(ref, ref_n, k))
+        for k in keys[:8]:
+            print(f"{share(ref, ref_n, k):6.1f} {share(ours, ours_n, k):6.1f}  {';'.join(k)}  "
+                  f"<native> before {sorted(ref.get(k, (0, set()))[1])}, tach's native frames "
+                  f"before {sorted(ours.get(k, (0, set()))[1])}", file=sys.stderr)
+        # The Python part: each stack's share against CPython's, held to 3 points (the goal
+        # is 2; two runs on a quiet machine, 2026-11-26: 1.7 and 1.3). The reference is
+        # CPython's sampler with --blocking: without it CPython reads the running thread and
+        # misses the ctypes callback (Python `compare` entered from libc's qsort thousands of
+        # times a call): alone on separate executions it gave `qsort;compare` 1.2-1.3% while
+        # its --blocking mode gave 7.1% and tach 7.3-8.6% (the 6-7 point gap the CI runs of
+        # 2026-11-26 saw, coming out of `compress`).
+        gap, worst = max((abs(share(ours, ours_n, k) - share(ref, ref_n, k)), k) for k in keys)
+        print(f"largest gap {gap:.1f} points ({';'.join(worst)})", file=sys.stderr)
+        return out, ours, ours_n, ref, ref_n, gap, worst
+
+    bound = float(os.environ.get("TACH_NATIVE_GAP", "3"))
+    out, ours, ours_n, ref, ref_n, gap, worst = record_pair(1)
+    if gap > bound:
+        # As the accuracy test does: two samplers taking turns on one process are each a
+        # sample of ~1,600 ticks, whose shares near 60% differ by about 1.7 points (one
+        # standard error) from sampling alone (a run beside a fuzzer, 2026-11-27: 4.1
+        # points, then 0.7-1.7 in four runs). A gap over the bound is measured again on a
+        # new execution; a systematic one fails twice.
+        print(f"RETRIED: native vs CPython --native: {gap:.1f} points over {bound} "
+              f"({';'.join(worst)})", file=sys.stderr)
+        out, ours, ours_n, ref, ref_n, gap, worst = record_pair(2)
+    assert gap <= bound, (gap, worst)
     # tach's native frames between Python frames sit where CPython's placeholder is (it
     # has more: a C function of the interpreter calling Python, such as `sum` over a
     # generator, whose frames tach hides as py-spy does).
