@@ -128,7 +128,7 @@ def check_mixed_stacks(out):
     return lines
 
 
-@pytest.mark.parametrize("version", ["3.9", "3.10", "3.11", "3.12"])
+@pytest.mark.parametrize("version", ["3.9", "3.10", "3.11", "3.12", "3.13"])
 def test_record_native_on_pyenv_mixes_native_and_python_frames(tmp_path, version):
     """From outside on pyenv's builds (no frame pointers: CFI), whose eval loop is found
     by name before 3.12 (no entry frame on the C stack) and by entry frame from 3.12."""
@@ -142,6 +142,23 @@ def test_record_native_on_pyenv_mixes_native_and_python_frames(tmp_path, version
     lines = stack_lines(out)
     assert any(re.search(r"zlibmodule\.c:zlib_compress_impl:\d+", s) for s in lines), list(lines)[:10]
     assert any(re.search(r"libz\.so[.\d]*:deflate:", s) for s in lines), list(lines)[:10]
+
+
+@pytest.mark.parametrize("version", ["3.13", "3.14"])
+def test_record_native_on_debian_313_314_mixes_native_and_python_frames(work, version):
+    """From outside on Debian's stripped 3.13 and 3.14 (3.15 below): the Python frames go
+    where the eval loop runs them, found by the entry frames its C frame holds."""
+    if not chroot_ok():
+        pytest.skip(f"SKIPPED: native on {version}: the CPython chroot is not available here")
+    out, stderr = record([CHROOT, "run", "--", f"python{version}"], str(work), 3)
+    v = tach("verify", out)
+    assert v.returncode == 0, v.stdout + v.stderr
+    named = [funcs(s) for s in stack_lines(out)]
+    assert any(in_order(n, "main", "squeeze", "deflate") for n in named), named[:20]
+    assert any(in_order(n, "main", "qsort", "qsort_r", "compare") for n in named), named[:20]
+    assert not any(in_order(n, "deflate", "squeeze") for n in named), named[:20]
+    m = re.search(r"\(([\d.]+)% ticks with errors", stderr)
+    assert m and float(m.group(1)) < 5, stderr
 
 
 def test_record_native_on_315_replays_in_cpython(work):
