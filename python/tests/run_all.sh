@@ -14,7 +14,7 @@ echo "== Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
 echo "== The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_attach.py) || status=1
-echo "== Native stacks (--native) from outside and in-process against py-spy --native: pyenv 3.9-3.12, the chroot's 3.15"
+echo "== Native stacks (--native) from outside and in-process against py-spy --native: pyenv 3.9-3.13, the chroot's 3.13-3.15"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_native.py) || status=1
 echo "== Async-aware stacks from outside (--async-aware) against CPython's sampler (3.15) and asyncio ps (3.14)"
