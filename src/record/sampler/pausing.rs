@@ -98,9 +98,10 @@ impl Pausing {
             return false;
         }
         pauser.resume();
+        // Yielding, not spinning: with one CPU, the thread runs only when we give way.
         let start = Instant::now();
         while start.elapsed() < STEP {
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
         pauser.pause(tid)
     }
