@@ -89,13 +89,14 @@ impl Pausing {
     /// a stopped thread whose stack did not read reads the same until it runs on. (3.11
     /// and 3.12 point the thread state at an eval loop's new C frame a few instructions
     /// before that frame names its Python frame: each call from C into Python, such as
-    /// a ctypes callback, has that moment.) Whether it is held again.
-    pub(super) fn step(&mut self, tid: u64) -> bool {
+    /// a ctypes callback, has that moment.) A thread that cannot be stopped again is
+    /// read running, as without a pause.
+    pub(super) fn step(&mut self, tid: u64) {
         let Some(pauser) = self.pauser.as_mut() else {
-            return false;
+            return;
         };
         if pauser.holding() != Some(tid) {
-            return false;
+            return;
         }
         pauser.resume();
         // Yielding, not spinning: with one CPU, the thread runs only when we give way.
@@ -103,7 +104,7 @@ impl Pausing {
         while start.elapsed() < STEP {
             std::thread::yield_now();
         }
-        pauser.pause(tid)
+        pauser.pause(tid);
     }
 
     /// `--native`: the registers of thread `tid`, held paused now.

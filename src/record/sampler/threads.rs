@@ -534,8 +534,13 @@ impl Sampler {
                 Err(e) if attempt < READ_ATTEMPTS => {
                     attempt += 1;
                     self.diagnostics.retried(e);
-                    // A held thread would read the same again.
-                    self.pausing.step(tid);
+                    // The first retry reads the held thread again where the failed read
+                    // says its frames are (the usual case: the innermost frame moved from
+                    // where it was last seen). A held thread that fails twice would read
+                    // the same again: it runs on a moment first.
+                    if attempt > 2 {
+                        self.pausing.step(tid);
+                    }
                 }
                 Err(e) => return Err(e),
             }
