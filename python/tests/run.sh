@@ -11,6 +11,8 @@ fi
 if ! .venv/bin/python -c "import maturin, pytest" 2>/dev/null; then
     .venv/bin/pip install -q maturin pytest
 fi
+built=$(date +%s)
 .venv/bin/maturin develop -q
+echo "the extension built (maturin develop) in $(($(date +%s) - built)) s"
 # Temporary files under the worktree: the CPython 3.15 chroot only sees /work.
 exec .venv/bin/python -m pytest -p no:cacheprovider --basetemp="$root/.pytest-tmp" python/tests/test_record.py "$@"

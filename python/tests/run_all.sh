@@ -3,30 +3,33 @@
 # pyenv's and the chroot's interpreters (also --native and --async-aware), tach top's live view driven in tmux, then the
 # in-process suite again, with the same abi3 extension, on pyenv's 3.10 and 3.12 and on
 # the chroot's 3.13, 3.14 and 3.15 (each skipped loudly, not failed, when missing).
-# Usage: python/tests/run_all.sh [pytest args...]     (about 12 minutes on 2 cores)
+# Usage: python/tests/run_all.sh [pytest args...]     (about 20 minutes on 2 cores)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
-echo "== CPython 3.11 (host)"
+start=$(date +%s)
+# Each part with the seconds since this script began: the parts CI's 45 minutes go to.
+section() { echo "== $*  [$(($(date +%s) - start)) s into the recorder tests]"; }
+section "CPython 3.11 (host)"
 "$here/run.sh" "$@" || status=1
-echo "== Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
+section "Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
 (cd "$here/../.." && .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_accuracy.py) || status=1
-echo "== The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 in the chroot"
+section "The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_attach.py) || status=1
-echo "== Native stacks (--native) from outside and in-process against py-spy --native: pyenv 3.9-3.13, the chroot's 3.13-3.15"
+section "Native stacks (--native) from outside and in-process against py-spy --native: pyenv 3.9-3.13, the chroot's 3.13-3.15"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_native.py) || status=1
-echo "== Async-aware stacks from outside (--async-aware) against CPython's sampler (3.15) and asyncio ps (3.14)"
+section "Async-aware stacks from outside (--async-aware) against CPython's sampler (3.15) and asyncio ps (3.14)"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_async.py) || status=1
-echo "== tach top's live view in tmux: pyenv 3.13 here, 3.15 in the chroot"
+section "tach top's live view in tmux: pyenv 3.13 here, 3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_top_live.py) || status=1
 for where_version in pyenv:3.10 pyenv:3.12 chroot:3.13 chroot:3.14 chroot:3.15; do
     where=${where_version%%:*}
     v=${where_version#*:}
-    echo "== CPython $v in-process ($where), the same extension"
+    section "CPython $v in-process ($where), the same extension"
     "$here/run_on.sh" "$where" "$v" "$@"
     rc=$?
     case $rc in
