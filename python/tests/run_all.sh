@@ -20,9 +20,10 @@ section "The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 i
 section "Native stacks (--native) from outside and in-process against py-spy --native: pyenv 3.9-3.13, the chroot's 3.13-3.15"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_native.py) || status=1
-section "Async-aware stacks from outside (--async-aware) against CPython's sampler (3.15) and asyncio ps (3.14)"
+section "Async-aware stacks from outside (--async-aware) against CPython's sampler (3.15) and asyncio ps (3.14); by construction and on a real server (3.11-3.13)"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
-    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_async.py) || status=1
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_async.py \
+    python/tests/test_async_stack.py) || status=1
 section "tach top's live view in tmux: pyenv 3.13 here, 3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_top_live.py) || status=1

@@ -12,8 +12,8 @@ checked against CPython's own tools attached to the same process:
 - CPython 3.14: the table of `python3.14 -m asyncio ps PID` is the reference for the
   task tree of a program paused in a known state, against `tach dump --async-aware
   --json PID`.
-- Versions without asyncio's debug offsets (3.13 here) are refused by name, a program
-  not using asyncio records as without the flag, and 10,000 tasks or loops closed and
+- 3.11-3.13, which publish no asyncio debug offsets, are test_async_stack.py's; here a
+  program not using asyncio records as without the flag, and 10,000 tasks or loops closed and
   opened again while recording end in a valid file.
 
 The interpreters are Debian's in the chroot (scripts/cpython-chroot); without it every
@@ -428,44 +428,6 @@ def test_task_tree_as_asyncio_ps_shows_it_on_314(work):
 def pyenv_python(minor):
     found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
     return found[-1] if found else None
-
-
-@pytest.mark.parametrize("where", ["chroot-3.13", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13"])
-def test_versions_without_asyncio_offsets_are_refused_by_name(where, work):
-    """3.11-3.13 publish no asyncio debug offsets (docs/recorder.md, "Before 3.14"): every
-    way in refuses, naming the version, for `dump` and both modes of `record`."""
-    kind, version = where.split("-")
-    minor = int(version.split(".")[1])
-    if kind == "chroot":
-        need_chroot()
-        target = chroot_target(f"python{version}", work, PAUSED, "aio_paused.py", 30)
-    else:
-        python = pyenv_python(minor)
-        if python is None:
-            pytest.skip(f"SKIPPED: async-aware refusal on pyenv {version}: not installed")
-        script = os.path.join(work, "aio_paused.py")
-        with open(script, "w") as f:
-            f.write(PAUSED)
-        target = subprocess.Popen([python, script, "30"], stdout=subprocess.PIPE, text=True)
-        assert target.stdout.readline().strip() == "ready"
-    pid = target.pid
-    try:
-        for args in (["record", "--pid", str(pid), "--async-aware", "-d", "1", "-o",
-                      os.path.join(work, "x.tach")],
-                     ["record", "--pid", str(pid), "--async-aware", "--async-mode", "all", "-d",
-                      "1", "-o", os.path.join(work, "x.tach")],
-                     ["dump", "--async-aware", str(pid)]):
-            r = tach(*args)
-            assert r.returncode != 0, (args, r.stdout)
-            assert f"CPython 3.{minor} does not" in r.stderr, (args, r.stderr)
-            assert "--async-aware needs CPython 3.14 or 3.15" in r.stderr, r.stderr
-            assert "panicked" not in r.stderr
-    finally:
-        if kind == "chroot":
-            target.stop()
-        else:
-            target.kill()
-            target.wait()
 
 
 PLAIN = """\

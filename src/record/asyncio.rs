@@ -1,4 +1,5 @@
-//! asyncio tasks read from outside the target (`--async-aware`, CPython 3.14 and 3.15).
+//! asyncio tasks read from outside the target (`--async-aware`, CPython 3.14 and 3.15;
+//! 3.11-3.13 find the running task from the stack instead, `stack_tasks`).
 //!
 //! From 3.14 the `_asyncio` C module publishes `_Py_AsyncioModuleDebugOffsets` in a
 //! section of its own, `.AsyncioDebug`, of the file it is built into: the `_asyncio`
@@ -47,10 +48,17 @@ pub enum AsyncMode {
 #[derive(Debug, thiserror::Error)]
 pub enum AsyncError {
     #[error(
-        "--async-aware needs CPython 3.14 or 3.15, whose asyncio publishes its debug offsets \
-         (_Py_AsyncioModuleDebugOffsets); CPython {0}.{1} does not, and tach does not guess them"
+        "--async-aware needs CPython 3.11 or later: 3.11-3.13 show the running task (found \
+         from the stack), 3.14 and 3.15 also the tasks awaiting it (asyncio's debug offsets); \
+         CPython {0}.{1} has neither, and tach does not guess"
     )]
     Unsupported(u8, u8),
+    #[error(
+        "--async-mode all needs CPython 3.14 or 3.15, whose asyncio publishes its tasks \
+         (_Py_AsyncioModuleDebugOffsets); on CPython 3.{0} tach shows the running task only \
+         (--async-mode running): the waiting tasks are in no stack"
+    )]
+    AllNeedsDebugOffsets(u8),
     #[error("_Py_DebugOffsets of CPython 3.{minor}: {what}")]
     DebugOffsets { minor: u8, what: String },
 }
@@ -304,6 +312,51 @@ pub fn leaves(tasks: &HashMap<u64, Task>) -> Vec<u64> {
     leaves
 }
 
+/// A task's name object as text: a `str`, or (`ints`: 3.12 and later) an `int` shown
+/// as `Task-N` (asyncio's counter, kept as a number until asked for); anything else is
+/// an error. `objs` says where an object's type, a type's flags and an int's digits are.
+pub(crate) fn task_name_text(
+    mem: &dyn MemoryReader,
+    types: &Types,
+    o: &Offsets,
+    objs: &ObjectOffsets,
+    name: u64,
+    ints: bool,
+) -> Result<String, ReadError> {
+    if name == 0 {
+        return Err(ReadError::Invalid("task without a name"));
+    }
+    let ty = mem.read_u64(name.wrapping_add(objs.ob_type))?;
+    let flags = mem.read_u64(ty.wrapping_add(objs.tp_flags))?;
+    if ints && flags & PY_TPFLAGS_LONG_SUBCLASS != 0 {
+        Ok(format!("Task-{}", read_int(mem, objs, name)?))
+    } else if flags & PY_TPFLAGS_UNICODE_SUBCLASS != 0 {
+        read_unicode(mem, o, types, name)
+    } else {
+        Err(ReadError::Invalid("task name is neither a str nor an int"))
+    }
+}
+
+/// A compact `int` (3.12+: `lv_tag` holds the digit count and the sign), up to two
+/// 30-bit digits.
+fn read_int(mem: &dyn MemoryReader, objs: &ObjectOffsets, addr: u64) -> Result<i64, ReadError> {
+    let tag = mem.read_u64(addr.wrapping_add(objs.long_lv_tag))?;
+    let ndigits = tag >> 3;
+    if ndigits > 2 {
+        return Err(ReadError::Invalid("task number too large"));
+    }
+    let mut digits = [0u8; 8];
+    let len = 4 * ndigits as usize;
+    mem.read(addr.wrapping_add(objs.long_ob_digit), &mut digits[..len])?;
+    let lo = u32::from_ne_bytes([digits[0], digits[1], digits[2], digits[3]]) as i64;
+    let hi = u32::from_ne_bytes([digits[4], digits[5], digits[6], digits[7]]) as i64;
+    let value = lo | (hi << 30);
+    Ok(match tag & 3 {
+        2 => -value,
+        _ => value,
+    })
+}
+
 /// A thread's asyncio state, as read at one tick.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ThreadAsync {
@@ -516,8 +569,7 @@ impl TaskReader {
         })
     }
 
-    /// A task's name: a `str`, or an `int` shown as `Task-N` (asyncio's counter, kept as
-    /// a number until asked for); anything else is an error.
+    /// A task's name ([`task_name_text`]), cached by (task, name object).
     fn task_name(
         &mut self,
         mem: &dyn MemoryReader,
@@ -529,46 +581,12 @@ impl TaskReader {
         if let Some(n) = self.names.get(&(task, name)) {
             return Ok(n.clone());
         }
-        if name == 0 {
-            return Err(ReadError::Invalid("task without a name"));
-        }
-        let ty = mem.read_u64(name.wrapping_add(self.objs.ob_type))?;
-        let flags = mem.read_u64(ty.wrapping_add(self.objs.tp_flags))?;
-        let text = if flags & PY_TPFLAGS_LONG_SUBCLASS != 0 {
-            format!("Task-{}", self.read_int(mem, name)?)
-        } else if flags & PY_TPFLAGS_UNICODE_SUBCLASS != 0 {
-            read_unicode(mem, o, types, name)?
-        } else {
-            return Err(ReadError::Invalid("task name is neither a str nor an int"));
-        };
+        let text = task_name_text(mem, types, o, &self.objs, name, true)?;
         if self.names.len() >= MAX_NAMES {
             self.names.clear();
         }
         self.names.insert((task, name), text.clone());
         Ok(text)
-    }
-
-    /// A compact `int` (3.12+: `lv_tag` holds the digit count and the sign), up to
-    /// three 30-bit digits.
-    fn read_int(&self, mem: &dyn MemoryReader, addr: u64) -> Result<i64, ReadError> {
-        let tag = mem.read_u64(addr.wrapping_add(self.objs.long_lv_tag))?;
-        let ndigits = tag >> 3;
-        if ndigits > 2 {
-            return Err(ReadError::Invalid("task number too large"));
-        }
-        let mut digits = [0u8; 8];
-        let len = 4 * ndigits as usize;
-        mem.read(
-            addr.wrapping_add(self.objs.long_ob_digit),
-            &mut digits[..len],
-        )?;
-        let lo = u32::from_ne_bytes([digits[0], digits[1], digits[2], digits[3]]) as i64;
-        let hi = u32::from_ne_bytes([digits[4], digits[5], digits[6], digits[7]]) as i64;
-        let value = lo | (hi << 30);
-        Ok(match tag & 3 {
-            2 => -value,
-            _ => value,
-        })
     }
 
     /// The members of the set at `set` (the tasks awaiting a task awaited by several),

@@ -24,7 +24,8 @@
 //! - `attach` (with `elf`): finding another process's interpreter, for `tach record
 //!   --pid` and `tach dump`.
 //! - `maps`: `/proc/PID/maps`, parsed once for `attach`, `asyncio` and `native`.
-//! - `asyncio`: the target's asyncio tasks, for async-aware stacks (`--async-aware`).
+//! - `asyncio`: the target's asyncio tasks, for async-aware stacks (`--async-aware`);
+//!   `stack_tasks`: the running task found from the stack on 3.11-3.13.
 //! - `native`: native stacks of another process's threads (`--native`), walked with
 //!   framehop and spliced with the Python frames.
 //! - `children`: `--subprocesses`, recording the target's child Python processes.
@@ -50,6 +51,7 @@ mod pause;
 mod ptrace_pause;
 pub(crate) mod resolve;
 mod sampler;
+mod stack_tasks;
 pub(crate) mod target;
 
 pub use attach::{attach, AttachError};

@@ -39,3 +39,5 @@ pub use interpreter_layout::{FrameOwner, InterpreterLayout};
 pub(crate) use offsets::{field_i32, field_u64};
 pub use offsets::{LineTableFormat, Offsets, OpcodeTables};
 pub use static_layout::{generated_opcode_tables, FitError, StaticLayout};
+#[cfg(test)]
+pub use static_layout::generated;

@@ -5,7 +5,10 @@
 //!   coroutine (all of them while the task's step runs outside its coroutine), then the
 //!   `<task>` frame, then the tasks awaiting it; a thread whose loop
 //!   is between tasks has no sample (CPython's sampler has none either); a thread with
-//!   no loop gets its plain stack, as without the flag.
+//!   no loop gets its plain stack, as without the flag. 3.11-3.13 find the running task
+//!   from the stack (`stack_tasks`), after the walk: its frames up to its coroutine,
+//!   then its `<task>` frame, and no tasks above it; a stack that runs the loop's
+//!   `_run_once` and no task's step has no sample.
 //! - `all`: every task of every thread, waiting or not, one stack per task nobody
 //!   awaits, each made of coroutine frames and `<task>` frames only (CPython's
 //!   `get_all_awaited_by`); a thread with neither a loop nor tasks gets its plain stack.
@@ -20,6 +23,7 @@ use super::super::asyncio::{
 };
 use super::super::layout::{Offsets, DEBUG_OFFSETS_READ};
 use super::super::memory::{MemoryReader, Prefetched, ReadError};
+use super::super::stack_tasks::{StackTasks, StepFrames};
 use super::stack::{RawFrame, TASK_MARK};
 use super::{Sampler, Target, FRAME_OWNED_BY_GENERATOR};
 
@@ -45,7 +49,19 @@ pub(super) struct AsyncTasks {
     task_threads: HashMap<u64, (u64, u8)>,
     /// `running`: per running task, the ranges its chain's walk read last time.
     read_ahead: HashMap<u64, Vec<(u64, usize)>>,
+    /// 3.11-3.13: finds the running task from the stack (`None`: not async-aware, or a
+    /// version whose tasks `reader` reads).
+    stack_tasks: Option<StackTasks>,
+    /// 3.11-3.13: where the walk saw a task's step may run, innermost first.
+    pub(super) steps: Vec<StepFrames>,
+    /// 3.11-3.13: the stack read holds no running task.
+    pub(super) no_task: bool,
+    /// Writer frames by index: whether each is the event loop's `_run_once`.
+    loop_frames: HashMap<u32, bool>,
 }
+
+/// Places a task's step may run that a walk keeps (a generator entered from C, each).
+pub(super) const MAX_STEPS: usize = 32;
 
 /// The longest thread state image read for its asyncio fields.
 const MAX_TSTATE_IMAGE: u64 = 64 * 1024;
@@ -56,13 +72,24 @@ const MAX_READ_AHEAD_TASKS: usize = 1024;
 
 impl AsyncTasks {
     /// The task reader for `--async-aware` (`mode`): CPython 3.14 and 3.15 (from
-    /// outside or in-process: the reader reads the target's memory either way), the
-    /// others refused by name.
+    /// outside or in-process: the reader reads the target's memory either way), 3.11-3.13
+    /// (`running` only, from the stack), the others refused by name.
     pub(super) fn new(target: &Target, mode: Option<AsyncMode>) -> Result<Self, TachError> {
         if mode.is_none() {
             return Ok(AsyncTasks::default());
         }
         let (major, minor, _) = target.layout.version();
+        if major == 3 && (11..=13).contains(&minor) {
+            if mode == Some(AsyncMode::All) {
+                return Err(TachError::Usage(
+                    AsyncError::AllNeedsDebugOffsets(minor).to_string(),
+                ));
+            }
+            return Ok(AsyncTasks {
+                stack_tasks: StackTasks::new(minor, target.layout.offsets()),
+                ..AsyncTasks::default()
+            });
+        }
         if major != 3 || !(14..=15).contains(&minor) {
             return Err(TachError::Usage(
                 AsyncError::Unsupported(major, minor).to_string(),
@@ -83,7 +110,50 @@ impl AsyncTasks {
 
     /// Whether stacks are async-aware.
     pub(super) fn enabled(&self) -> bool {
-        self.reader.is_some()
+        self.reader.is_some() || self.stack_tasks.is_some()
+    }
+
+    /// Whether the walk keeps the places a task's step may run (3.11-3.13).
+    pub(super) fn finds_steps(&self) -> bool {
+        self.stack_tasks.is_some()
+    }
+
+    /// 3.11-3.13, after the walk: the running task, found from the places its step may
+    /// run (innermost first: a loop run inside a task's step, as nest_asyncio does, runs
+    /// the inner task). Its `<task>` frame goes into `items`, and the index of its
+    /// coroutine's frame among the walked frames is returned; `None`: no task runs.
+    pub(super) fn task_from_stack(&mut self, target: &Target) -> Result<Option<usize>, ReadError> {
+        let Some(finder) = self.stack_tasks.as_mut() else {
+            return Ok(None);
+        };
+        let (mem, types, o) = (&*target.mem, &target.types, target.layout.offsets());
+        for at in &self.steps {
+            if let Some(name) = finder.running_task(mem, types, o, at)? {
+                self.items.clear();
+                self.items.push(StackItem::Task(name));
+                return Ok(Some(at.index));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether the resolved stack `frames` runs the event loop (`BaseEventLoop._run_once`
+    /// of asyncio/base_events.py): a loop between tasks, whose sample is left out.
+    pub(super) fn runs_loop<W: Write + Seek>(
+        &mut self,
+        frames: &[u32],
+        writer: &Writer<W>,
+    ) -> bool {
+        frames.iter().any(|&id| {
+            *self.loop_frames.entry(id).or_insert_with(|| {
+                let (table, strings) = (writer.frames(), writer.strings());
+                let text = |i: u32| strings.get(i as usize).map_or(&[][..], |s| &s[..]);
+                table.get(id as usize).is_some_and(|f| {
+                    text(f.funcname) == b"BaseEventLoop._run_once"
+                        && text(f.filename).ends_with(b"asyncio/base_events.py")
+                })
+            })
+        })
     }
 
     /// Where the running task's coroutine frame is (the thread's stack is cut there),
@@ -195,6 +265,8 @@ pub(super) enum AsyncPlan {
     /// Its stack, cut at this frame (the running task's coroutine), then the tasks'
     /// `items`.
     Cut(u64),
+    /// 3.11-3.13: its stack, and the running task found in it after the walk.
+    FromStack,
 }
 
 impl Sampler {
@@ -205,6 +277,8 @@ impl Sampler {
         match plan {
             AsyncPlan::Cut(_) => true,
             AsyncPlan::Plain => plain,
+            // Whether it runs a task is known once its stack is read.
+            AsyncPlan::FromStack => true,
             AsyncPlan::Skip => {
                 self.stats.filtered += 1;
                 false
@@ -230,6 +304,9 @@ impl Sampler {
         let Some(mode) = self.opts.async_mode else {
             return Ok(AsyncPlan::Plain);
         };
+        if self.tasks.stack_tasks.is_some() {
+            return Ok(AsyncPlan::FromStack);
+        }
         let Some(reader) = self.tasks.reader.as_mut() else {
             return Ok(AsyncPlan::Plain);
         };

@@ -47,6 +47,8 @@ pub(super) struct StackRead<'a> {
     /// `--async-aware`: the running task's coroutine frame, where the stack is cut
     /// (its callers are the event loop's).
     pub cut: Option<u64>,
+    /// `--async-aware` on 3.11-3.13: the running task is found in the stack read.
+    pub task_from_stack: bool,
 }
 
 /// The images a tick reads into, kept from one tick to the next so that a tick allocates
@@ -514,6 +516,7 @@ impl Sampler {
             gc_on_top,
             fields: &exc_fields,
             cut: None,
+            task_from_stack: plan == AsyncPlan::FromStack,
         };
         let mut attempt = 1;
         loop {
@@ -547,6 +550,17 @@ impl Sampler {
         }
         if slot.is_some() {
             self.memo.set_last_frame(tid, guess);
+        }
+        if read.task_from_stack && self.tasks.no_task {
+            // 3.11-3.13, no task's step in the stack: a loop between tasks has no sample
+            // (as on 3.14+), a thread without one its plain stack if it has one.
+            if self.tasks.runs_loop(&self.stack.frames, &self.writer) {
+                self.stats.filtered += 1;
+                return Ok(());
+            }
+            if !plain {
+                return Ok(());
+            }
         }
         self.native_splice(tid, stopped)?;
         let has_exception = match exc_fields.decide(&self.window.fields, self.target.types.none) {

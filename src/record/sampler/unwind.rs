@@ -6,6 +6,8 @@ use crate::tach::MAX_STACK_DEPTH;
 
 use super::super::layout::{field_i32, field_u64, FrameOwner, Offsets};
 use super::super::memory::ReadError;
+use super::super::stack_tasks::{StepFrames, LOCALSPLUS};
+use super::async_stacks::MAX_STEPS;
 use super::stack::{RawFrame, GC_MARK};
 use super::threads::StackRead;
 use super::window::{Snapshot, MAX_SLOTS, PAGE, WINDOW_MAX_PAGES};
@@ -173,6 +175,17 @@ impl Sampler {
                 ));
             }
         }
+        if read.task_from_stack {
+            // 3.11-3.13: the running task is found from the frames walked.
+            self.tasks.no_task = false;
+            match self.tasks.task_from_stack(&self.target)? {
+                Some(index) => {
+                    self.stack.raw.truncate(index + 1);
+                    self.tasks.append_items(&mut self.stack.raw);
+                }
+                None => self.tasks.no_task = true,
+            }
+        }
         if read.cut.is_some() {
             // Async-aware: the thread's frames up to the running task's coroutine, then
             // the task and the tasks awaiting it. A task is also "running" while the
@@ -224,6 +237,11 @@ impl Sampler {
         // Whether the frame just above in the chain was a Python frame of the same eval
         // loop (not an entry frame).
         let mut callee_python = false;
+        // 3.11-3.13 --async-aware: the last Python frame kept, when it is a generator's
+        // (its index and address): a task's step may run it.
+        let finds_steps = self.tasks.finds_steps();
+        self.tasks.steps.clear();
+        let mut last_generator: Option<(usize, u64)> = None;
         while frame != 0 && self.stack.raw.len() < MAX_STACK_DEPTH {
             last = frame;
             if gc_frame == Some(frame) {
@@ -334,8 +352,28 @@ impl Sampler {
                             // was taken: they are gone, and it is the innermost.
                             if field_i32(img, off) == Some(-1) {
                                 self.stack.raw.retain(|f| f.code == GC_MARK);
+                                self.tasks.steps.clear();
+                                last_generator = None;
                             }
                         }
+                    }
+                    if finds_steps {
+                        // A generator entered from C, called by a Python frame: if that
+                        // frame is `Handle._run`, a task's step runs the generator.
+                        if let (false, Some((index, generator))) = (callee_python, last_generator) {
+                            if owner != FRAME_OWNED_BY_GENERATOR
+                                && self.tasks.steps.len() < MAX_STEPS
+                            {
+                                self.tasks.steps.push(StepFrames {
+                                    index,
+                                    frame: generator,
+                                    caller: frame,
+                                    caller_self: field_u64(img, LOCALSPLUS).unwrap_or(0),
+                                });
+                            }
+                        }
+                        last_generator = (owner == FRAME_OWNED_BY_GENERATOR)
+                            .then_some((self.stack.raw.len(), frame));
                     }
                     self.stack.raw.push(RawFrame {
                         code,

@@ -1,0 +1,250 @@
+"""Async-aware stacks on CPython 3.11-3.13 (`tach record --async-aware`, `running`
+mode), where tach finds the running task from the thread's stack (src/record/
+stack_tasks.rs): the frame just outside the task's coroutine is the event loop's
+`Handle._run`, whose callback is the task's step.
+
+No CPython tool shows tasks on these versions, so the references are programs whose
+tasks are known by construction, and a real server from PyPI:
+
+- Three tasks doing distinct work, two named and one not (its name, `Task-N`, is an int
+  inside the task until `get_name()` on 3.12 and 3.13: the program prints it only once
+  the recording is over), one woken by a timer (the step is the `task_wakeup` callback)
+  and two by `sleep(0)` (a `TaskStepMethWrapper`), and a fourth task awaiting one of
+  them: every sample of a task's work has that task's frame as its root, right above
+  the task's coroutine; no sample shows the loop between tasks or a task above another
+  (these versions keep no link from a task to its waiters).
+- uvicorn answering 8 named httpx.AsyncClient tasks (the server of test_async.py): the
+  client code runs under its `client-K` task, each client a fair share, and uvicorn's
+  request handling under its own unnamed tasks.
+- `--async-mode all` and 3.9-3.10 are refused by name, for `record` and `dump`.
+
+On pyenv's 3.11, 3.12 and 3.13 and the chroot's Debian 3.13; each skips loudly where
+missing.
+"""
+
+import collections
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CHROOT, REPO, TACH, ReadyProgram, chroot_ok
+from test_async import SERVER, function_of, pyenv_python, read_collapsed
+from test_async import site  # noqa: F401  (the fixture with the server's wheels)
+
+TIMEOUT = 180
+WHERE = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "chroot-3.13"]
+# What anyio needs on 3.11 and 3.12 beyond test_async.py's wheels (pure Python, pinned).
+EXTRA_WHEELS = ["typing_extensions==4.16.0"]
+
+NAMED = """\
+import asyncio, sys, time
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+def work_alpha():
+    spin(0.002)
+
+def work_beta():
+    spin(0.001)
+
+def work_gamma():
+    # A generator driven from C inside the task: its frame is entered from C too.
+    return sum(i for i in range(20000))
+
+async def alpha():
+    while True:
+        work_alpha()
+        await asyncio.sleep(0)
+
+async def beta():
+    while True:
+        work_beta()
+        await asyncio.sleep(0.0005)
+
+async def gamma():
+    while True:
+        work_gamma()
+        await asyncio.sleep(0)
+
+async def waiter(task):
+    await task
+
+async def main(seconds):
+    a = asyncio.create_task(alpha(), name="alpha")
+    b = asyncio.create_task(beta(), name="beta")
+    g = asyncio.create_task(gamma())
+    w = asyncio.create_task(waiter(g), name="waiter")
+    print("ready", flush=True)
+    await asyncio.sleep(seconds)
+    print("names", a.get_name(), b.get_name(), g.get_name(), flush=True)
+    for t in (a, b, g, w):
+        t.cancel()
+
+asyncio.run(main(float(sys.argv[1])))
+"""
+
+HAVE_CHROOT = chroot_ok()
+
+
+def tach(*args):
+    return subprocess.run([TACH, *args], capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+
+
+def interpreter(where):
+    """The command running a script on `where` (`pyenv-3.N` or `chroot-3.N`)."""
+    kind, version = where.split("-")
+    if kind == "chroot":
+        if not HAVE_CHROOT:
+            pytest.skip("SKIPPED: async-aware stacks on the chroot's CPython: the chroot is "
+                        "not set up (scripts/cpython-chroot setup)")
+        return [CHROOT, "run", "--", f"python{version}"]
+    python = pyenv_python(int(version.split(".")[1]))
+    if python is None:
+        pytest.skip(f"SKIPPED: async-aware stacks on pyenv's CPython {version}: not installed")
+    return [python]
+
+
+def record(pid, out, seconds):
+    """`tach record --async-aware` of `pid`; its collapsed stacks as [(frames root first,
+    count)], and the share of ticks with errors."""
+    r = tach("record", "--pid", str(pid), "--async-aware", "-r", "500", "-d", str(seconds),
+             "-o", out)
+    assert r.returncode == 0, r.stderr
+    errors = float(re.search(r"([0-9.]+)% ticks with errors", r.stderr).group(1))
+    e = tach("export", "--collapsed", "-o", out + ".collapsed", out)
+    assert e.returncode == 0, e.stderr
+    return read_collapsed(out + ".collapsed"), errors, r.stderr
+
+
+def tasks_of(frames):
+    return [function_of(f)[1] for f in frames if f.startswith("<task>:")]
+
+
+def funcs_of(frames):
+    return [function_of(f)[1] for f in frames]
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_each_tasks_work_is_under_its_task(where, work):
+    cmd = interpreter(where)
+    target = ReadyProgram(cmd, work, NAMED, 6, name="aio_named.py", timeout=TIMEOUT)
+    try:
+        stacks, errors, summary = record(target.pid, os.path.join(work, "named.tach"), 3)
+        rest, _ = target.proc.communicate(timeout=TIMEOUT)
+    finally:
+        target.stop()
+    names = rest.split("names", 1)[1].split()
+    assert names[:2] == ["alpha", "beta"] and re.fullmatch(r"Task-\d+", names[2]), rest
+    work_of = {"work_alpha": ("alpha", names[0]), "work_beta": ("beta", names[1]),
+               "work_gamma": ("gamma", names[2])}
+    total = sum(n for _, n in stacks)
+    share = collections.Counter()
+    wrong = []
+    for frames, n in stacks:
+        fs, ts = funcs_of(frames), tasks_of(frames)
+        # The loop between tasks has no sample, and nothing of it is under a task.
+        if not ts or "BaseEventLoop._run_once" in fs or "Handle._run" in fs:
+            wrong.append((frames, n))
+            continue
+        # One task frame, the root: no task above another before 3.14.
+        if len(ts) != 1 or not frames[0].startswith("<task>:"):
+            wrong.append((frames, n))
+            continue
+        for func, (coro, name) in work_of.items():
+            if func in fs:
+                # The task's frame right above its coroutine's frame.
+                if ts[0] != name or fs[1] != coro:
+                    wrong.append((frames, n))
+                else:
+                    share[name] += n
+    print(f"{where}: {summary.strip()}\n{dict(share)} of {total}")
+    assert errors < 1.0, summary
+    assert sum(n for _, n in wrong) <= 0.01 * total, wrong[:5]
+    for name in names[:3]:
+        assert share[name] >= 0.05 * total, (name, share, total)
+
+
+@pytest.fixture(scope="module")
+def extra_site():
+    """typing_extensions, which anyio needs before 3.13 (the server's own wheels are
+    test_async.py's `site`)."""
+    d = os.path.join(REPO, "target", "test-async-stack-site")
+    marker = os.path.join(d, ".installed-" + "-".join(EXTRA_WHEELS).replace("==", "_"))
+    if not os.path.exists(marker):
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", d,
+                            "--only-binary=:all:", "--no-deps", "--upgrade", *EXTRA_WHEELS],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        if p.returncode != 0:
+            pytest.skip(f"SKIPPED: cannot install typing_extensions from PyPI: {p.stderr[-300:]}")
+        open(marker, "w").close()
+    return d
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_real_server_runs_under_its_tasks(where, work, request):
+    cmd = interpreter(where)
+    path = f"{request.getfixturevalue('site')}:{request.getfixturevalue('extra_site')}"
+    if cmd[0] == CHROOT:
+        cmd = cmd[:3] + ["env", f"PYTHONPATH={path}"] + cmd[3:]
+    else:
+        cmd = ["env", f"PYTHONPATH={path}"] + cmd
+    with ReadyProgram(cmd, work, SERVER, 10, name="aio_server.py", timeout=TIMEOUT) as target:
+        stacks, errors, summary = record(target.pid, os.path.join(work, "server.tach"), 4)
+    total = sum(n for _, n in stacks)
+    clients = collections.Counter()
+    handlers = collections.Counter()
+    wrong = []
+    for frames, n in stacks:
+        fs, ts = funcs_of(frames), tasks_of(frames)
+        if len(ts) != 1 or not frames[0].startswith("<task>:") or "BaseEventLoop._run_once" in fs:
+            wrong.append((frames, n))
+        elif "client" in fs and fs[1] == "client":
+            clients[ts[0]] += n
+        elif "RequestResponseCycle.run_asgi" in fs:
+            handlers[ts[0]] += n
+    print(f"{where}: {summary.strip()}\nclients {dict(clients)}\n"
+          f"handlers: {len(handlers)} tasks, {sum(handlers.values())} samples of {total}")
+    assert errors < 1.0, summary
+    assert sum(n for _, n in wrong) <= 0.01 * total, wrong[:5]
+    # The 8 clients run the same loop: each gets a share of the client samples.
+    assert set(clients) == {f"client-{k}" for k in range(8)}, clients
+    client_total = sum(clients.values())
+    assert client_total >= 0.3 * total, (client_total, total)
+    assert all(0.04 * client_total <= c <= 0.3 * client_total for c in clients.values()), clients
+    # uvicorn runs each request in a task of its own, unnamed.
+    assert handlers and all(re.fullmatch(r"Task-\d+", t) for t in handlers), handlers
+
+
+@pytest.mark.parametrize("where", ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "chroot-3.13",
+                                   "pyenv-3.9", "pyenv-3.10"])
+def test_what_a_version_cannot_show_is_refused_by_name(where, work):
+    """3.11-3.13 refuse `--async-mode all` (the waiting tasks are in no stack), 3.9 and
+    3.10 `--async-aware` itself, for `record` (both modes) and `dump`, naming the
+    version and the versions that can."""
+    cmd = interpreter(where)
+    minor = int(where.split(".")[1])
+    with ReadyProgram(cmd, work, NAMED, 30, name="aio_named.py", timeout=TIMEOUT) as target:
+        out = os.path.join(work, "x.tach")
+        runs = [["record", "--pid", str(target.pid), "--async-aware", "--async-mode", "all",
+                 "-d", "1", "-o", out],
+                ["dump", "--async-aware", "--async-mode", "all", str(target.pid)]]
+        if minor < 11:
+            runs += [["record", "--pid", str(target.pid), "--async-aware", "-d", "1", "-o", out],
+                     ["dump", "--async-aware", str(target.pid)]]
+        for args in runs:
+            r = tach(*args)
+            assert r.returncode != 0, (args, r.stdout)
+            assert "panicked" not in r.stderr
+            if minor < 11:
+                assert f"CPython 3.{minor} has neither" in r.stderr, (args, r.stderr)
+                assert "--async-aware needs CPython 3.11 or later" in r.stderr, r.stderr
+            else:
+                assert "--async-mode all needs CPython 3.14 or 3.15" in r.stderr, r.stderr
+                assert f"on CPython 3.{minor} tach shows the running task only" in r.stderr, \
+                    r.stderr
