@@ -45,8 +45,8 @@ def start(path=None, *, quiet=False, **options):
     moment's stacks; False reads running threads (cheaper, less accurate). The default
     (None) blocks at rates up to 1 kHz, where it costs the program about 2%, and not
     above (about 30% at 10 kHz). async_aware: asyncio tasks as ``<task>`` frames under
-    the tasks awaiting them (CPython 3.14 and 3.15, wall mode), async_mode: running
-    (default) or all. native: native stacks (C, C++ and Rust frames, with the Python
+    the tasks awaiting them (CPython 3.14 and 3.15, wall mode; on 3.11-3.13 the running
+    task alone), async_mode: running (default) or all (3.14, 3.15). native: native stacks (C, C++ and Rust frames, with the Python
     frames where the interpreter runs them; x86-64), which implies blocking; with
     all_threads, threads that run no Python too. quiet: do not print the summary line
     at stop.

@@ -163,7 +163,8 @@ def test_each_tasks_work_is_under_its_task(where, work):
                     wrong.append((frames, n))
                 else:
                     share[name] += n
-    print(f"{where}: {summary.strip()}\n{dict(share)} of {total}")
+    print(f"{where}: {summary.strip()}\n{dict(share)} of {total}, "
+          f"{sum(n for _, n in wrong)} wrong")
     assert errors < 1.0, summary
     assert sum(n for _, n in wrong) <= 0.01 * total, wrong[:5]
     for name in names[:3]:
@@ -208,13 +209,16 @@ def test_a_real_server_runs_under_its_tasks(where, work, request):
             clients[ts[0]] += n
         elif "RequestResponseCycle.run_asgi" in fs:
             handlers[ts[0]] += n
-    print(f"{where}: {summary.strip()}\nclients {dict(clients)}\n"
-          f"handlers: {len(handlers)} tasks, {sum(handlers.values())} samples of {total}")
+    client_total = sum(clients.values())
+    print(f"{where}: {summary.strip()}\nclients {dict(clients)} of {client_total}: "
+          f"{100 * min(clients.values(), default=0) / max(client_total, 1):.1f}-"
+          f"{100 * max(clients.values(), default=0) / max(client_total, 1):.1f}% each\n"
+          f"handlers: {len(handlers)} tasks, {sum(handlers.values())} samples of {total}, "
+          f"{sum(n for _, n in wrong)} wrong")
     assert errors < 1.0, summary
     assert sum(n for _, n in wrong) <= 0.01 * total, wrong[:5]
     # The 8 clients run the same loop: each gets a share of the client samples.
     assert set(clients) == {f"client-{k}" for k in range(8)}, clients
-    client_total = sum(clients.values())
     assert client_total >= 0.3 * total, (client_total, total)
     assert all(0.04 * client_total <= c <= 0.3 * client_total for c in clients.values()), clients
     # uvicorn runs each request in a task of its own, unnamed.

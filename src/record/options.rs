@@ -165,13 +165,14 @@ pub struct RecordSpec {
     /// (OpenBLAS, OpenMP, Rust threads) are recorded too, by their native stacks.
     #[arg(long, conflicts_with = "no_blocking")]
     pub native: bool,
-    /// Async-aware stacks (CPython 3.14, 3.15): a thread running an asyncio task shows
-    /// it as a <task> frame under the tasks awaiting it, as CPython 3.15's sampler does.
-    /// Wall mode only; not with --native (yet).
+    /// Async-aware stacks: a thread running an asyncio task shows it as a <task> frame
+    /// under the tasks awaiting it, as CPython 3.15's sampler does (3.14, 3.15; on
+    /// 3.11-3.13 the running task alone, with no tasks above it, and no --async-mode
+    /// all). Wall mode only; not with --native (yet).
     #[arg(long, conflicts_with = "native")]
     pub async_aware: bool,
     /// With --async-aware: running (default for a recording) is the task on each thread;
-    /// all adds every waiting task.
+    /// all adds every waiting task (3.14, 3.15).
     #[arg(long, value_parser = names::parser::<AsyncMode>("async mode"), requires = "async_aware")]
     pub async_mode: Option<AsyncMode>,
     /// Compression of the sample data (default auto: zstd).
