@@ -141,17 +141,21 @@ impl StackTasks {
         at: &StepFrames,
     ) -> Result<Option<String>, ReadError> {
         let ob_type = self.objs.ob_type;
+        let word = |b: &[u8], off: u64| field_u64(b, off).unwrap_or(0);
+        // The caller's first slot is any frame's: an argument, a local not set yet, or a
+        // value left on its stack, maybe freed. Unreadable there means no Handle, no task
+        // (a Handle's own fields, below, must read).
+        let mut head = [0u8; 32];
         let handle = match at.caller_self {
-            0 => mem.read_u64(at.caller.wrapping_add(LOCALSPLUS))?,
+            0 => mem
+                .read_u64(at.caller.wrapping_add(LOCALSPLUS))
+                .unwrap_or(0),
             h => h,
         };
-        if handle == 0 {
-            return Ok(None);
-        }
-        let mut head = [0u8; 32];
-        mem.read(handle, &mut head)?;
-        let word = |b: &[u8], off: u64| field_u64(b, off).unwrap_or(0);
-        if self.kind(mem, word(&head, ob_type))? != Kind::Handle {
+        if handle == 0
+            || mem.read(handle, &mut head).is_err()
+            || self.kind(mem, word(&head, ob_type)).ok() != Some(Kind::Handle)
+        {
             return Ok(None);
         }
         let callback = word(&head, HANDLE_CALLBACK);
@@ -465,11 +469,15 @@ mod tests {
         at.caller = 0x14000 - LOCALSPLUS;
         img.mem.map(0x14000, HANDLE_OBJ.to_ne_bytes().to_vec());
         assert_eq!(find(&img, 12, &at), Ok(Some("Task-7".into())));
-        // Unreadable memory anywhere is an error, not a panic.
+        // A first local that cannot be read is no Handle (any frame's first slot may
+        // hold a freed object); past the Handle, unreadable memory is an error.
         let img = image(12);
         let mut at = step(12);
         at.caller_self = 0xdead_0000;
-        assert!(find(&img, 12, &at).is_err());
+        assert_eq!(find(&img, 12, &at), Ok(None));
+        let mut img = image(12);
+        img.mem.put_u64(HANDLE_OBJ + HANDLE_CALLBACK, 0xdead_0000);
+        assert!(find(&img, 12, &step(12)).is_err());
     }
 
     #[test]

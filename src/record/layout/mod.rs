@@ -38,6 +38,6 @@ pub use debug_offsets::{extras, DebugOffsetsLayout, DEBUG_OFFSETS_READ};
 pub use interpreter_layout::{FrameOwner, InterpreterLayout};
 pub(crate) use offsets::{field_i32, field_u64};
 pub use offsets::{LineTableFormat, Offsets, OpcodeTables};
-pub use static_layout::{generated_opcode_tables, FitError, StaticLayout};
 #[cfg(test)]
 pub use static_layout::generated;
+pub use static_layout::{generated_opcode_tables, FitError, StaticLayout};
