@@ -16,6 +16,10 @@ tasks are known by construction, and a real server from PyPI:
 - uvicorn answering 8 named httpx.AsyncClient tasks (the server of test_async.py): the
   client code runs under its `client-K` task, each client a fair share, and uvicorn's
   request handling under its own unnamed tasks.
+- Faults, as test_async.py has them on 3.15: tasks whose name object is a float (their
+  samples dropped and counted), 10,000 waiting tasks with short ones created and
+  finished all the time while the loop is closed and opened again; and a program not
+  using asyncio records as without the flag.
 - `--async-mode all` and 3.9-3.10 are refused by name, for `record` and `dump`.
 
 On pyenv's 3.11, 3.12 and 3.13 and the chroot's Debian 3.13; each skips loudly where
@@ -31,7 +35,8 @@ import sys
 import pytest
 
 from conftest import CHROOT, REPO, TACH, ReadyProgram, chroot_ok
-from test_async import SERVER, function_of, pyenv_python, read_collapsed
+from test_async import BAD_NAMES, FAULTS, PLAIN, SERVER, function_of, pyenv_python
+from test_async import read_collapsed, summary_errors, verify
 from test_async import site  # noqa: F401  (the fixture with the server's wheels)
 
 TIMEOUT = 180
@@ -295,3 +300,40 @@ def test_what_a_version_cannot_show_is_refused_by_name(where, work):
                 assert "--async-mode all needs CPython 3.14 or 3.15" in r.stderr, r.stderr
                 assert f"on CPython 3.{minor} tach shows the running task only" in r.stderr, \
                     r.stderr
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_faults_and_programs_without_asyncio(where, work):
+    cmd = interpreter(where)
+
+    def run(text, name, seconds):
+        with ReadyProgram(cmd, work, text, seconds + 8, name=name, timeout=TIMEOUT) as target:
+            out = os.path.join(work, name + ".tach")
+            r = tach("record", "--pid", str(target.pid), "--async-aware", "-d", str(seconds),
+                     "-o", out)
+        print(f"{where} {name}: {r.stderr.strip()}")
+        assert r.returncode == 0 and "panicked" not in r.stderr, r.stderr
+        verify(out)
+        coll = out + ".collapsed"
+        assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
+        return read_collapsed(coll), r.stderr
+
+    # Three of six working tasks named by a float (written into the task): their
+    # samples are dropped and counted, the others recorded.
+    stacks, err = run(BAD_NAMES, "badname.py", 2)
+    dropped, error_pct = summary_errors(err)
+    assert dropped > 0 and error_pct > 0, err
+    names = {t for frames, _ in stacks for t in tasks_of(frames)}
+    assert {"fine-0", "fine-1", "fine-2"} <= names, names
+    assert not any(n.startswith(("odd-", "1.5", "2.5", "3.5")) for n in names), names
+    # 10,000 waiting tasks, short ones created and finished, the loop closed and opened
+    # again every half second: a valid file, the short tasks under their own frames.
+    stacks, err = run(FAULTS, "faults.py", 3)
+    assert summary_errors(err)[1] < 20, err
+    assert any("burst" in funcs_of(frames) and len(tasks_of(frames)) == 1
+               for frames, _ in stacks), stacks[:5]
+    # No asyncio: every sample as without the flag.
+    stacks, _ = run(PLAIN, "plain.py", 2)
+    assert sum(n for _, n in stacks) > 100
+    assert not any(tasks_of(frames) for frames, _ in stacks)
+    assert any("work" in funcs_of(frames) for frames, _ in stacks)
