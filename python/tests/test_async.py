@@ -166,19 +166,25 @@ def need_chroot():
         pytest.fail(f"no tach binary at {TACH} (cargo build, or set TACH_BIN)")
 
 
+def pinned_site(name, wheels, what):
+    """target/NAME holding the pinned pure-Python `wheels` (installed once), for an
+    interpreter pointed at it with PYTHONPATH; skips loudly when PyPI cannot give them."""
+    d = os.path.join(REPO, "target", name)
+    marker = os.path.join(d, ".installed-" + "-".join(wheels).replace("==", "_"))
+    if not os.path.exists(marker):
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", d,
+                            "--only-binary=:all:", "--no-deps", "--upgrade", *wheels],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        if p.returncode != 0:
+            pytest.skip(f"SKIPPED: cannot install {what} from PyPI: {p.stderr[-300:]}")
+        open(marker, "w").close()
+    return d
+
+
 @pytest.fixture(scope="module")
 def site():
     """A directory with the server's packages, for the chroot's interpreter."""
-    d = os.path.join(REPO, "target", "test-async-site")
-    marker = os.path.join(d, ".installed-" + "-".join(WHEELS).replace("==", "_"))
-    if not os.path.exists(marker):
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", d,
-                            "--only-binary=:all:", "--no-deps", "--upgrade", *WHEELS],
-                           capture_output=True, text=True, timeout=TIMEOUT)
-        if p.returncode != 0:
-            pytest.skip(f"SKIPPED: cannot install the server's wheels from PyPI: {p.stderr[-300:]}")
-        open(marker, "w").close()
-    return d
+    return pinned_site("test-async-site", WHEELS, "the server's wheels")
 
 
 def chroot_target(python, work, text, name, seconds, env=()):

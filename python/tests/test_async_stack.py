@@ -30,13 +30,12 @@ import collections
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 
 from conftest import CHROOT, REPO, TACH, ReadyProgram, chroot_ok
 from test_async import BAD_NAMES, FAULTS, PLAIN, SERVER, function_of, pyenv_python
-from test_async import read_collapsed, summary_errors, verify
+from test_async import pinned_site, read_collapsed, summary_errors, verify
 from test_async import site  # noqa: F401  (the fixture with the server's wheels)
 
 TIMEOUT = 180
@@ -223,16 +222,7 @@ def test_each_tasks_work_is_under_its_task(where, work):
 def extra_site():
     """typing_extensions, which anyio needs before 3.13 (the server's own wheels are
     test_async.py's `site`)."""
-    d = os.path.join(REPO, "target", "test-async-stack-site")
-    marker = os.path.join(d, ".installed-" + "-".join(EXTRA_WHEELS).replace("==", "_"))
-    if not os.path.exists(marker):
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", d,
-                            "--only-binary=:all:", "--no-deps", "--upgrade", *EXTRA_WHEELS],
-                           capture_output=True, text=True, timeout=TIMEOUT)
-        if p.returncode != 0:
-            pytest.skip(f"SKIPPED: cannot install typing_extensions from PyPI: {p.stderr[-300:]}")
-        open(marker, "w").close()
-    return d
+    return pinned_site("test-async-stack-site", EXTRA_WHEELS, "typing_extensions")
 
 
 @pytest.mark.parametrize("where", WHERE)

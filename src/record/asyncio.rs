@@ -337,6 +337,36 @@ pub(crate) fn task_name_text(
     }
 }
 
+/// Task names read, by (task, name object): a name is read once per task while it keeps
+/// it. Cleared when full.
+#[derive(Default)]
+pub(crate) struct TaskNames(HashMap<(u64, u64), String>);
+
+impl TaskNames {
+    /// The name of `task`, whose name object is `name` ([`task_name_text`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn get(
+        &mut self,
+        mem: &dyn MemoryReader,
+        types: &Types,
+        o: &Offsets,
+        objs: &ObjectOffsets,
+        task: u64,
+        name: u64,
+        ints: bool,
+    ) -> Result<String, ReadError> {
+        if let Some(n) = self.0.get(&(task, name)) {
+            return Ok(n.clone());
+        }
+        let text = task_name_text(mem, types, o, objs, name, ints)?;
+        if self.0.len() >= MAX_NAMES {
+            self.0.clear();
+        }
+        self.0.insert((task, name), text.clone());
+        Ok(text)
+    }
+}
+
 /// A compact `int` (3.12+: `lv_tag` holds the digit count and the sign), up to two
 /// 30-bit digits.
 fn read_int(mem: &dyn MemoryReader, objs: &ObjectOffsets, addr: u64) -> Result<i64, ReadError> {
@@ -382,7 +412,7 @@ pub struct TaskReader {
     next_look_us: u64,
     /// Mapped files (path, address) already looked in and found without the offsets.
     examined: HashSet<(String, u64)>,
-    names: HashMap<(u64, u64), String>,
+    names: TaskNames,
     buf: Vec<u8>,
 }
 
@@ -401,7 +431,7 @@ impl TaskReader {
             asyncio: None,
             next_look_us: 0,
             examined: HashSet::new(),
-            names: HashMap::new(),
+            names: TaskNames::default(),
             buf: Vec::new(),
         })
     }
@@ -548,7 +578,9 @@ impl TaskReader {
         });
         self.buf = obj;
         let (name_obj, awaited_by, is_set, is_task, coro) = fields?;
-        let name = self.task_name(mem, types, o, addr, name_obj)?;
+        let name = self
+            .names
+            .get(mem, types, o, &self.objs, addr, name_obj, true)?;
         let mut parents = Vec::new();
         if awaited_by != 0 {
             if is_set {
@@ -567,26 +599,6 @@ impl TaskReader {
             parents,
             frames,
         })
-    }
-
-    /// A task's name ([`task_name_text`]), cached by (task, name object).
-    fn task_name(
-        &mut self,
-        mem: &dyn MemoryReader,
-        types: &Types,
-        o: &Offsets,
-        task: u64,
-        name: u64,
-    ) -> Result<String, ReadError> {
-        if let Some(n) = self.names.get(&(task, name)) {
-            return Ok(n.clone());
-        }
-        let text = task_name_text(mem, types, o, &self.objs, name, true)?;
-        if self.names.len() >= MAX_NAMES {
-            self.names.clear();
-        }
-        self.names.insert((task, name), text.clone());
-        Ok(text)
     }
 
     /// The members of the set at `set` (the tasks awaiting a task awaited by several),

@@ -29,7 +29,7 @@
 
 use std::collections::HashMap;
 
-use super::asyncio::{task_name_text, ObjectOffsets};
+use super::asyncio::{ObjectOffsets, TaskNames};
 use super::layout::{field_u64, Offsets};
 use super::memory::{MemoryReader, ReadError};
 use super::resolve::Types;
@@ -60,8 +60,6 @@ const MAX_BASES: usize = 16;
 const TYPE_NAME: usize = 32;
 /// Types and method definitions remembered; cleared when full.
 const MAX_KNOWN: usize = 256;
-/// Task names cached, by (task, name object); cleared when full.
-const MAX_NAMES: usize = 1 << 14;
 
 /// What a type is, for the hops from a handle to a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +97,7 @@ pub struct StackTasks {
     kinds: HashMap<u64, Kind>,
     /// Method definitions (`PyMethodDef`, static) by address: whether it is `task_wakeup`.
     wakeups: HashMap<u64, bool>,
-    names: HashMap<(u64, u64), String>,
+    names: TaskNames,
     buf: Vec<u8>,
 }
 
@@ -125,7 +123,7 @@ impl StackTasks {
             objs,
             kinds: HashMap::new(),
             wakeups: HashMap::new(),
-            names: HashMap::new(),
+            names: TaskNames::default(),
             buf: Vec::new(),
         })
     }
@@ -200,26 +198,10 @@ impl StackTasks {
                 "a task's step runs a coroutine that is not the task's",
             ));
         };
-        self.name(mem, types, o, task, name_obj).map(Some)
-    }
-
-    fn name(
-        &mut self,
-        mem: &dyn MemoryReader,
-        types: &Types,
-        o: &Offsets,
-        task: u64,
-        name: u64,
-    ) -> Result<String, ReadError> {
-        if let Some(n) = self.names.get(&(task, name)) {
-            return Ok(n.clone());
-        }
-        let text = task_name_text(mem, types, o, &self.objs, name, self.int_names)?;
-        if self.names.len() >= MAX_NAMES {
-            self.names.clear();
-        }
-        self.names.insert((task, name), text.clone());
-        Ok(text)
+        let ints = self.int_names;
+        self.names
+            .get(mem, types, o, &self.objs, task, name_obj, ints)
+            .map(Some)
     }
 
     /// What the type at `ty` is. Only the kinds of the hops are remembered: any other
