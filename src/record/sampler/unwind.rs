@@ -175,13 +175,17 @@ impl Sampler {
                 ));
             }
         }
+        let mut gc_on_top = read.gc_on_top;
         if read.task_from_stack {
-            // 3.11-3.13: the running task is found from the frames walked.
+            // 3.11-3.13: the running task is found from the frames walked. Its stack has
+            // no `<GC>` frame, as on 3.14+ (CPython's async-aware stacks have none).
             self.tasks.no_task = false;
             match self.tasks.task_from_stack(&self.target)? {
                 Some(index) => {
                     self.stack.raw.truncate(index + 1);
+                    self.stack.raw.retain(|f| f.code != GC_MARK);
                     self.tasks.append_items(&mut self.stack.raw);
+                    gc_on_top = false;
                 }
                 None => self.tasks.no_task = true,
             }
@@ -197,7 +201,7 @@ impl Sampler {
             }
             self.tasks.append_items(&mut self.stack.raw);
         }
-        if read.gc_on_top {
+        if gc_on_top {
             self.stack.raw.insert(
                 0,
                 RawFrame {
