@@ -364,6 +364,85 @@ def test_native_on_315_python_part_equals_cpython_native(work, where):
     assert not any(in_order(n, "deflate", "compress") for n in named), named[:10]
 
 
+FAULTS_C = os.path.join(REPO, "tests", "data", "native", "faults.c")
+FAULTS_PY = os.path.join(REPO, "tests", "data", "native", "faults.py")
+
+
+def compile_faults(work):
+    """tests/data/native/faults.c built as a shared library (gcc, installed from Debian's
+    packages when missing)."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        subprocess.run(["apt-get", "install", "-y", "-qq", "gcc"], capture_output=True,
+                       check=False)
+        cc = shutil.which("gcc")
+    if cc is None:
+        pytest.skip("SKIPPED: native faults: no C compiler, and apt-get could not install gcc")
+    lib = os.path.join(work, "faults.so")
+    # No sibling calls: the recursion must keep its 10,000 frames.
+    subprocess.run([cc, "-O1", "-g", "-fno-optimize-sibling-calls", "-fPIC", "-shared",
+                    "-o", lib, FAULTS_C], check=True, capture_output=True)
+    return lib
+
+
+@pytest.mark.parametrize("where", ["outside", "in-process"])
+def test_native_faults_end_walks_and_are_counted(tmp_path, where):
+    """The issue's faults, in one real program on pyenv's 3.12 (tests/data/native/): a
+    10,000-frame native recursion, code in anonymous executable memory with no unwind
+    entry (as JIT code is), a library loaded and unloaded (dlclose) again and again, a C
+    signal handler running. tach and the program both finish, the file verifies, each
+    fault's samples are there, walks that cannot go on end there and are counted among
+    the ticks with errors, and no made-up frame follows code without unwind rules."""
+    py = pyenv312()
+    work = str(tmp_path)
+    lib = compile_faults(work)
+    out = os.path.join(work, "faults.tach")
+    program = [FAULTS_PY, lib, "4", work]
+    if where == "outside":
+        cmd, env = [TACH, "record", "--native", "-r", "200", "-o", out, "--", py, *program], None
+    else:
+        if not glob.glob(os.path.join(REPO, "python", "tach", "_native*.so")):
+            pytest.skip("SKIPPED: native faults in-process: no built extension in python/tach")
+        cmd = [py, "-m", "tach", "run", "--native", "-r", "200", "-o", out, *program]
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO, env=env)
+    print(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "", file=sys.stderr)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^done \d+$", p.stdout, re.MULTILINE), p.stdout + p.stderr
+    v = tach("verify", out)
+    assert v.returncode == 0, v.stdout + v.stderr
+    m = re.search(r"\(([\d.]+)% ticks with errors.*native: (\d+) walks, (\d+) cut short",
+                  p.stderr)
+    assert m, p.stderr
+    errors, walks, cut = float(m[1]), int(m[2]), int(m[3])
+    stacks = [(funcs(s), n) for s, n in stack_lines(out).items()]
+    total = sum(n for _, n in stacks)
+    assert total > 300 and walks > 300, p.stderr
+
+    def share(pred):
+        return sum(n for f, n in stacks if pred(f)) / total
+
+    # The recursion: its innermost frames are kept (the file keeps 256), the rest cut.
+    deep = share(lambda f: f.count("recurse") >= 200)
+    # JIT code: named by its address, right under the Python caller (the callers in
+    # between cannot be found without unwind rules); nothing after it.
+    jit = [f for f, _ in stacks if "jit_code" in f]
+    address = re.compile(r"^0x[0-9a-f]+$")
+    assert jit and all(len(f) == f.index("jit_code") + 2 and address.match(f[-1]) for f in jit), \
+        jit[:5]
+    # The unloaded library's function, and the C signal handler's.
+    unloaded = share(lambda f: in_order(f, "unloaded_library", "spin"))
+    handler = share(lambda f: in_order(f, "on_signal", "spin"))
+    print(f"{where}: {total} samples, {errors:.2f}% ticks with errors, {cut} of {walks} walks "
+          f"cut short; recursion {deep:.0%}, JIT {share(lambda f: 'jit_code' in f):.0%}, "
+          f"unloaded library {unloaded:.0%}, signal handler {handler:.0%}", file=sys.stderr)
+    assert deep > 0.05 and unloaded > 0 and handler > 0, (deep, unloaded, handler)
+    # Every recursion sample and every JIT sample is a walk that could not go on: each
+    # is counted among the ticks with errors.
+    assert cut >= (deep + share(lambda f: "jit_code" in f)) * total * 0.95, (cut, deep)
+    assert errors >= 100.0 * cut / walks * 0.9, (errors, cut, walks)
+
+
 def test_dump_native(tmp_path):
     py = pyenv312()
     script = os.path.join(tmp_path, "native_target.py")

@@ -376,6 +376,16 @@ impl NativeUnwinder {
                     if unwind_regs.sp() <= sp {
                         break true;
                     }
+                    // Code outside every module (JIT code) has no unwind rules: framehop
+                    // stepped it by frame pointer, which most code does not keep. A
+                    // return address found so that is no module's code either is not a
+                    // caller (it was a stack address, in a real JIT frame): the walk ends
+                    // here, cut short, as the issue asks of code without unwind rules.
+                    if module_at(&self.modules, lookup).is_none()
+                        && module_at(&self.modules, ret).is_none()
+                    {
+                        break true;
+                    }
                     // The caller's stack pointer: where this frame's own stack ends,
                     // even when the caller's return address is not a frame.
                     self.sps.push(unwind_regs.sp());
