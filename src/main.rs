@@ -9,5 +9,6 @@ use std::process::ExitCode;
 static ALLOC: tach::HugePageAlloc = tach::HugePageAlloc;
 
 fn main() -> ExitCode {
+    tach::HugePageAlloc::reserve_heap();
     ExitCode::from(tach::run_cli(std::env::args_os()))
 }

@@ -14,6 +14,7 @@ mod docs;
 mod export_cpython;
 mod export_viz;
 mod golden;
+mod heap;
 mod heatmap;
 mod interop;
 mod native_export;
