@@ -9,6 +9,7 @@
 use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
+use std::sync::{Mutex, MutexGuard};
 
 use rustc_hash::{FxHashMap as HashMap, FxHasher};
 
@@ -156,7 +157,11 @@ impl LineTable {
         let mut label_ids: HashMap<(u32, i32, u32), u32> = HashMap::default();
         // Per stack id of the index: its sequence id, SKIP when every frame is dropped.
         let mut seq_of_stack: Vec<u32> = vec![UNSEEN; index.stacks.len()];
-        let mut seqs = Sequences::default();
+        // At most every stack's frames: one allocation instead of copies as it grows.
+        let mut seqs = Sequences {
+            keys: Vec::with_capacity(index.stacks.frame_count()),
+            ..Sequences::default()
+        };
         let mut tid_ids: HashMap<u64, u32> = HashMap::default();
         let mut tids: Vec<String> = Vec::new();
         let mut line_ids: HashMap<(u32, u32), usize> = HashMap::default();
@@ -212,81 +217,77 @@ impl LineTable {
                 lines[i].count += count;
             }
         }
-        let mut table = LineTable {
+        LineTable {
             labels,
             seqs,
             tids,
             lines,
-        };
-        table.sort();
-        table
+        }
     }
 
-    /// Python's sort by (-count, text). Lines with equal text may come from different
-    /// keys; they are identical, so their order does not show.
-    fn sort(&mut self) {
-        let text = &self.labels.text;
-        if text.contains(&b';') || text.contains(&0) {
-            // A label with the separator (or NUL) defeats the piece order below:
-            // compare the rendered text.
-            let mut keyed: Vec<(Vec<u8>, Line)> = self
-                .lines
-                .iter()
-                .map(|&l| {
-                    let mut buf = Vec::new();
-                    self.render(l, &mut buf);
-                    (buf, l)
-                })
-                .collect();
-            keyed.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
-            self.lines = keyed.into_iter().map(|(_, l)| l).collect();
-            return;
-        }
-        // The text of a line is "tid:" T (";" L)*. With no ';' or NUL inside a label, the
-        // pieces T+";", L+";" (a label with more after it) and L+NUL (the last label; NUL
-        // stands for the end of the text, smaller than any byte) form a prefix-free set,
-        // and comparing two texts is comparing their sequences of pieces in order: rank
-        // the few thread ids, then walk two label sequences to their first differing
-        // label id and compare those two pieces' bytes (equal ids are equal text; two
-        // ids can still have equal text, from files with the same basename).
-        let tid_rank = ranks(self.tids.len(), |i| (self.tids[i].as_bytes(), b';'));
-        let labels = &self.labels;
-        let seqs = &self.seqs;
-        let by_text = |a: &Line, b: &Line| {
-            let (x, y) = (seqs.get(a.seq), seqs.get(b.seq));
-            let mut i = 0;
-            loop {
-                // Lines share long prefixes (a thread's stacks start alike): skip equal
-                // ids eight at a time, in one vector compare, before the last few.
-                while let (Some(p), Some(q)) =
-                    (x[i..].first_chunk::<8>(), y[i..].first_chunk::<8>())
-                {
-                    if p != q {
-                        break;
+    /// Writes the lines in Python's order, (-count, text). Lines with equal text may
+    /// come from different keys; they are identical, so their order does not show.
+    ///
+    /// The lines are put in (count, thread) order first (integers: cheap), which leaves
+    /// runs of lines of one count and thread to order by their labels: that is the
+    /// sort's cost, most of it in one or two runs (a busy thread's stacks seen once).
+    /// A second thread sorts runs ahead of this one, which writes them in turn and
+    /// sorts a run itself where it has caught up: the text is written while the rest is
+    /// sorted. A long run is sorted in two halves, by both threads where they meet, and
+    /// merged as it is written.
+    fn write(mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        let mut lines = std::mem::take(&mut self.lines);
+        let mut text = TextOut::new(out);
+        let order = PieceOrder::new(&self);
+        lines.sort_unstable_by_key(|l| (std::cmp::Reverse(l.count), order.tid_rank(l)));
+        let two_threads = lines.len() >= LINES_FOR_A_SORTING_THREAD;
+        let runs: Vec<[Mutex<SortedRun<'_>>; 2]> = lines
+            .chunk_by_mut(|a, b| a.count == b.count && a.tid == b.tid)
+            .map(|run| {
+                let half = if run.len() >= LINES_TO_HALVE {
+                    run.len() / 2
+                } else {
+                    run.len()
+                };
+                let (first, second) = run.split_at_mut(half);
+                [SortedRun::new(first), SortedRun::new(second)].map(Mutex::new)
+            })
+            .collect();
+        let (order, table, runs) = (&order, &self, &runs);
+        std::thread::scope(|scope| {
+            if two_threads {
+                scope.spawn(move || {
+                    for half in runs.iter().flatten() {
+                        // A half held by the writing thread is sorted by it.
+                        if let Ok(mut half) = half.try_lock() {
+                            half.sort(order);
+                        }
                     }
-                    i += 8;
-                }
-                while i < x.len() && i < y.len() && x[i] == y[i] {
-                    i += 1;
-                }
-                if i == x.len() || i == y.len() {
-                    // One is the other plus more labels: the shorter text is a prefix.
-                    return x.len().cmp(&y.len());
-                }
-                let term = |seq: &[u32]| if i + 1 == seq.len() { 0 } else { b';' };
-                let ord = cmp_piece(labels.get(x[i]), term(x), labels.get(y[i]), term(y));
-                if ord.is_ne() {
-                    return ord;
-                }
-                i += 1;
+                });
             }
-        };
-        self.lines.sort_unstable_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then_with(|| tid_rank[a.tid as usize].cmp(&tid_rank[b.tid as usize]))
-                .then_with(|| by_text(a, b))
-        });
+            for [first, second] in runs {
+                // The second half first, if the other thread has not taken it: where
+                // the two meet, each sorts one half.
+                if let Ok(mut second) = second.try_lock() {
+                    second.sort(order);
+                }
+                let (first, second) = (lock_sorted(first, order), lock_sorted(second, order));
+                let (mut x, mut y) = (
+                    first.lines.iter().peekable(),
+                    second.lines.iter().peekable(),
+                );
+                loop {
+                    let line = match (x.peek(), y.peek()) {
+                        (Some(a), Some(b)) if order.cmp_labels(a, b).is_gt() => y.next(),
+                        (Some(_), _) => x.next(),
+                        (None, _) => y.next(),
+                    };
+                    let Some(&line) = line else { break };
+                    text.line(table, line)?;
+                }
+            }
+            text.finish()
+        })
     }
 
     fn render(&self, line: Line, buf: &mut Vec<u8>) {
@@ -297,23 +298,202 @@ impl LineTable {
             buf.extend_from_slice(self.labels.get(k));
         }
     }
+}
 
-    fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        // Handed over in pieces larger than the output's own buffer (export_file's
-        // 128 KiB), which then passes them straight through instead of copying them.
-        let mut buf: Vec<u8> = Vec::with_capacity(320 * 1024);
-        let mut digits = itoa::Buffer::new();
-        for &line in &self.lines {
-            self.render(line, &mut buf);
-            buf.push(b' ');
-            buf.extend_from_slice(digits.format(line.count).as_bytes());
-            buf.push(b'\n');
-            if buf.len() >= 256 * 1024 {
-                out.write_all(&buf)?;
-                buf.clear();
+/// Below this many lines, sorting on one thread is as quick as starting another.
+const LINES_FOR_A_SORTING_THREAD: usize = 2048;
+/// Runs of this many lines or more are sorted in two halves.
+const LINES_TO_HALVE: usize = 512;
+
+/// A run of lines of one count and thread (or half of one), and whether it is in text
+/// order yet.
+struct SortedRun<'l> {
+    sorted: bool,
+    lines: &'l mut [Line],
+}
+
+/// A half, once it is sorted: by this thread if no other has done it.
+fn lock_sorted<'m, 'l>(
+    half: &'m Mutex<SortedRun<'l>>,
+    order: &PieceOrder<'_>,
+) -> MutexGuard<'m, SortedRun<'l>> {
+    let mut half = half.lock().unwrap_or_else(|e| e.into_inner());
+    half.sort(order);
+    half
+}
+
+impl<'l> SortedRun<'l> {
+    fn new(lines: &'l mut [Line]) -> Self {
+        SortedRun {
+            sorted: lines.len() < 2,
+            lines,
+        }
+    }
+
+    fn sort(&mut self, order: &PieceOrder<'_>) {
+        if !self.sorted {
+            self.lines.sort_unstable_by(|a, b| order.cmp_labels(a, b));
+            self.sorted = true;
+        }
+    }
+}
+
+/// Lines of equal count in the order of their text, without rendering it.
+///
+/// The text of a line is "tid:" T (";" L)*. Thread ids are digits, so the pieces T+";"
+/// are prefix-free and two lines of different threads are in the order of those pieces:
+/// the few thread ids are ranked once. Two lines of one thread are compared by walking
+/// their label sequences to the first differing label id (equal ids are equal text) and
+/// comparing the texts from there, a chunk at a time: two ids can still have equal text
+/// (files with the same basename), a label can be a prefix of another, and a label can
+/// hold ';' or NUL itself (a name CPython's sampler read torn), which the comparison
+/// takes as the bytes they are.
+struct PieceOrder<'t> {
+    tid_rank: Vec<u32>,
+    labels: &'t Labels,
+    seqs: &'t Sequences,
+}
+
+impl<'t> PieceOrder<'t> {
+    fn new(table: &'t LineTable) -> Self {
+        let tid_rank = ranks(table.tids.len(), |i| (table.tids[i].as_bytes(), b';'));
+        PieceOrder {
+            tid_rank,
+            labels: &table.labels,
+            seqs: &table.seqs,
+        }
+    }
+
+    /// Where a line's thread id comes among the others' in text order.
+    fn tid_rank(&self, line: &Line) -> u32 {
+        self.tid_rank[line.tid as usize]
+    }
+
+    /// The order of two lines of one thread, by their labels.
+    fn cmp_labels(&self, a: &Line, b: &Line) -> std::cmp::Ordering {
+        let (x, y) = (self.seqs.get(a.seq), self.seqs.get(b.seq));
+        let mut i = 0;
+        // Lines share long prefixes (a thread's stacks start alike): skip equal ids
+        // eight at a time, in one vector compare, before the last few.
+        while let (Some(p), Some(q)) = (x[i..].first_chunk::<8>(), y[i..].first_chunk::<8>()) {
+            if p != q {
+                break;
+            }
+            i += 8;
+        }
+        while i < x.len() && i < y.len() && x[i] == y[i] {
+            i += 1;
+        }
+        if i == x.len() || i == y.len() {
+            // One is the other plus more labels: the shorter text is a prefix.
+            return x.len().cmp(&y.len());
+        }
+        // Equal ids are equal text: the texts first differ at or after label i.
+        let (mut p, mut q) = (
+            TextCursor::new(self.labels, &x[i..]),
+            TextCursor::new(self.labels, &y[i..]),
+        );
+        loop {
+            let (u, v) = (p.chunk(), q.chunk());
+            if u.is_empty() || v.is_empty() {
+                // The text that ends first is a prefix of the other.
+                return u.len().cmp(&v.len());
+            }
+            let m = u.len().min(v.len());
+            match u[..m].cmp(&v[..m]) {
+                std::cmp::Ordering::Equal => {
+                    p.advance(m);
+                    q.advance(m);
+                }
+                ord => return ord,
             }
         }
-        out.write_all(&buf)
+    }
+}
+
+/// The text `L0;L1;...;Ln` of a sequence of labels, read a chunk at a time: what is
+/// left of the current label, or the `;` after it.
+struct TextCursor<'t> {
+    labels: &'t Labels,
+    seq: &'t [u32],
+    /// The current label, and how far into it; past its end, the `;` after it.
+    label: usize,
+    offset: usize,
+}
+
+impl<'t> TextCursor<'t> {
+    fn new(labels: &'t Labels, seq: &'t [u32]) -> Self {
+        TextCursor {
+            labels,
+            seq,
+            label: 0,
+            offset: 0,
+        }
+    }
+
+    /// The bytes from here to the end of the current piece; empty at the text's end.
+    fn chunk(&mut self) -> &'t [u8] {
+        loop {
+            let Some(&id) = self.seq.get(self.label) else {
+                return &[];
+            };
+            let text = self.labels.get(id);
+            if self.offset < text.len() {
+                return &text[self.offset..];
+            }
+            if self.offset == text.len() && self.label + 1 < self.seq.len() {
+                return b";";
+            }
+            if self.label + 1 == self.seq.len() {
+                return &[];
+            }
+            // Past the separator: the next label.
+            self.label += 1;
+            self.offset = 0;
+        }
+    }
+
+    /// Moves past `n` bytes of the current chunk.
+    fn advance(&mut self, n: usize) {
+        self.offset += n;
+    }
+}
+
+/// The output text, handed over in pieces larger than the output's own buffer
+/// (export_file's 128 KiB), which then passes them straight through instead of copying
+/// them.
+struct TextOut<'o> {
+    out: &'o mut dyn Write,
+    buf: Vec<u8>,
+    digits: itoa::Buffer,
+}
+
+impl<'o> TextOut<'o> {
+    const PIECE: usize = 256 * 1024;
+
+    fn new(out: &'o mut dyn Write) -> Self {
+        TextOut {
+            out,
+            buf: Vec::with_capacity(Self::PIECE + 64 * 1024),
+            digits: itoa::Buffer::new(),
+        }
+    }
+
+    fn line(&mut self, table: &LineTable, line: Line) -> std::io::Result<()> {
+        table.render(line, &mut self.buf);
+        self.buf.push(b' ');
+        self.buf
+            .extend_from_slice(self.digits.format(line.count).as_bytes());
+        self.buf.push(b'\n');
+        if self.buf.len() >= Self::PIECE {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        self.out.write_all(&self.buf)
     }
 }
 
@@ -391,6 +571,10 @@ mod tests {
     }
 
     fn profile(funcs: &[&str], seed: u64) -> TachFile {
+        profile_of(funcs, seed, 3000)
+    }
+
+    fn profile_of(funcs: &[&str], seed: u64, samples: u64) -> TachFile {
         let mut buf = Cursor::new(Vec::new());
         let mut w = Writer::builder(1000)
             .compression(Compression::None)
@@ -428,7 +612,7 @@ mod tests {
             (state % n as u64) as usize
         };
         let tids = [1u64, 12, 123, 2, 9, 10];
-        for i in 0..3000u64 {
+        for i in 0..samples {
             let depth = next(6);
             let stack: Vec<u32> = (0..depth).map(|_| ids[next(ids.len())]).collect();
             let tid = tids[next(tids.len())];
@@ -460,8 +644,22 @@ mod tests {
         }
     }
 
+    /// Enough lines for the second sorting thread, with runs of one count and thread
+    /// large enough that both threads sort some: the text is still Python's order.
     #[test]
-    fn labels_with_separators_fall_back_to_the_text() {
+    fn sorting_on_two_threads_equals_sorting_the_text() {
+        for seed in 1..4 {
+            let file = profile_of(&["f", "ff", "f.g", "F", "<module>", "é", "g"], seed, 40_000);
+            let text = ours(&file);
+            assert!(text.lines().count() >= LINES_FOR_A_SORTING_THREAD);
+            assert_eq!(text, reference(&file), "seed {seed}");
+        }
+    }
+
+    /// Labels holding the separator or NUL (a torn name from CPython's sampler) are
+    /// compared as the bytes they are.
+    #[test]
+    fn labels_with_separators_sort_as_their_text() {
         for seed in 1..4 {
             let file = profile(&["f", "f;g", "f;", "f\0", "ff"], seed);
             assert_eq!(ours(&file), reference(&file), "seed {seed}");

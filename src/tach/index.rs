@@ -90,6 +90,10 @@ impl StackTable {
     pub fn len(&self) -> usize {
         self.spans.len()
     }
+    /// The frames of all stacks together.
+    pub fn frame_count(&self) -> usize {
+        self.frames.len()
+    }
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
     }
