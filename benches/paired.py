@@ -1,5 +1,8 @@
 """Times command A against command B in turn (A B A B ...), whole process, and reports
 medians, min and max of wall, CPU and peak RSS, and the median of the paired A/B ratios.
+More commands (A B C ...) run in turn the same way, with a ratio for every pair: a new
+build, the old one and a reference in one run (docs/performance.md, "collapsed, fifth
+pass").
 
 On a shared machine whose speed drifts from minute to minute, a ratio of neighbouring
 runs says more than either median alone; the figures in docs/performance.md marked
@@ -36,25 +39,35 @@ def run(cmd):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=15, help="counted runs of each (default 15)")
-    parser.add_argument("a", help="command A (quoted)")
-    parser.add_argument("b", help="command B (quoted)")
+    parser.add_argument("commands", nargs="+", metavar="command", help="A, B, ... (quoted)")
     args = parser.parse_args()
-    a, b = shlex.split(args.a), shlex.split(args.b)
-    run(a)
-    run(b)
-    runs = {"A": [], "B": []}
+    if not 2 <= len(args.commands) <= 26:
+        parser.error("give 2 to 26 commands")
+    names = [chr(ord("A") + i) for i in range(len(args.commands))]
+    cmds = [shlex.split(c) for c in args.commands]
+    for cmd in cmds:
+        run(cmd)
+    runs = {name: [] for name in names}
     for _ in range(args.n):
-        runs["A"].append(run(a))
-        runs["B"].append(run(b))
-    print(f"A = {args.a}\nB = {args.b}\n{args.n} runs each, in turn")
+        for name, cmd in zip(names, cmds):
+            runs[name].append(run(cmd))
+    for name, text in zip(names, args.commands):
+        print(f"{name} = {text}")
+    print(f"{args.n} runs each, in turn")
     print(f"{'':14}{'min':>10}{'median':>10}{'max':>10}")
-    for name in "AB":
+    for name in names:
         for i, what in enumerate(["wall s", "cpu s", "peak MiB"]):
             xs = [r[i] for r in runs[name]]
             print(f"{name} {what:<12}{min(xs):10.3f}{statistics.median(xs):10.3f}{max(xs):10.3f}")
-    for i, what in enumerate(["wall", "cpu"]):
-        ratios = [ra[i] / rb[i] for ra, rb in zip(runs["A"], runs["B"])]
-        print(f"A/B {what:<10}{min(ratios):10.4f}{statistics.median(ratios):10.4f}{max(ratios):10.4f}")
+    for x, first in enumerate(names):
+        for second in names[x + 1 :]:
+            for i, what in enumerate(["wall", "cpu"]):
+                ratios = [ra[i] / rb[i] for ra, rb in zip(runs[first], runs[second])]
+                label = f"{first}/{second} {what}"
+                print(
+                    f"{label:<14}{min(ratios):10.4f}{statistics.median(ratios):10.4f}"
+                    f"{max(ratios):10.4f}"
+                )
 
 
 if __name__ == "__main__":
