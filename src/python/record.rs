@@ -14,9 +14,7 @@ use pyo3::types::PyDict;
 
 use crate::names;
 use crate::record::options::{CellArgs, RecordSpec};
-use crate::record::resolve::Types;
-use crate::record::target;
-use crate::record::{RecordStats, Session};
+use crate::record::{this_process, RecordStats, Session, Types};
 use crate::tach::TachFile;
 
 /// The recording in progress, if any. Only Python threads (holding the GIL) lock it;
@@ -212,7 +210,7 @@ fn start_spec(py: Python<'_>, spec: &RecordSpec, hidden: Vec<String>) -> PyResul
     if let Some(old) = guard.take() {
         old.stop();
     }
-    let target = target::this_process(version(py), interpreter_types(py)?, opts.opcodes)
+    let target = this_process(version(py), interpreter_types(py)?, opts.opcodes)
         .map_err(PyRuntimeError::new_err)?;
     let session =
         Session::start(target, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
@@ -288,7 +286,7 @@ fn _after_fork_child() {
 /// Describes the layout the recorder would use here, or raises RuntimeError.
 #[pyfunction]
 fn describe(py: Python<'_>) -> PyResult<String> {
-    let t = target::this_process(version(py), interpreter_types(py)?, false)
+    let t = this_process(version(py), interpreter_types(py)?, false)
         .map_err(PyRuntimeError::new_err)?;
     Ok(t.layout.describe())
 }

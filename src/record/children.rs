@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::attach::{self, AttachError};
 use super::external::{self, alive, Recorded};
 use super::sampler::{RecordOptions, Session};
+use crate::record::discovery::attach::{self, AttachError};
 
 /// How often descendants are looked for (CPython's monitor polls every 100 ms too).
 pub const POLL: Duration = Duration::from_millis(100);

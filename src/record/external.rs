@@ -3,7 +3,7 @@
 //!
 //! The sampler is the in-process one ([`Session`]) reading the target through
 //! `process_vm_readv` and pausing it with ptrace (see `ptrace_pause`). This module adds
-//! what being outside needs: finding the interpreter ([`super::attach`]), stopping on
+//! what being outside needs: finding the interpreter ([`crate::record::discovery::attach`]), stopping on
 //! Ctrl-C, SIGTERM or the target's exit, and one summary line.
 
 use std::path::{Path, PathBuf};
@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use crate::tach::{Compression, ProfilingMode, TachError, TachFile, Writer};
 
-use super::asyncio::AsyncMode;
-use super::attach::{self, AttachError};
 use super::children::Children;
 use super::clock::monotonic_us;
-use super::ptrace_pause::wait_child;
 use super::sampler::{RecordOptions, RecordStats, Sampler, Session};
+use crate::record::discovery::attach::{self, AttachError};
+use crate::record::interpreter::asyncio::AsyncMode;
+use crate::record::process::ptrace_pause::wait_child;
 
 /// Why an outside recording or dump failed.
 #[derive(Debug, thiserror::Error)]

@@ -33,26 +33,22 @@
 //!
 //! See `docs/recorder.md` for the design.
 
-pub(crate) mod asyncio;
-pub(crate) mod attach;
 mod children;
 pub(crate) mod clock;
-mod elf;
+mod discovery;
 pub(crate) mod external;
-mod layout;
-mod linetable;
-mod maps;
-mod memory;
+mod interpreter;
 mod native;
 #[cfg(fuzzing)]
 pub(crate) use native::fuzzing::walk as native_fuzz_walk;
 pub mod options;
-mod pause;
-mod ptrace_pause;
-pub(crate) mod resolve;
+mod process;
 mod sampler;
-mod stack_tasks;
-pub(crate) mod target;
 
-pub use attach::{attach, AttachError};
-pub use sampler::{RecordOptions, RecordStats, SampleSink, Session, Target};
+pub use discovery::attach::{attach, AttachError};
+#[cfg(feature = "python-record")]
+pub(crate) use discovery::in_process::this_process;
+pub use discovery::Target;
+#[cfg(feature = "python-record")]
+pub(crate) use interpreter::resolve::Types;
+pub use sampler::{RecordOptions, RecordStats, SampleSink, Session};

@@ -26,9 +26,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::names;
 use crate::tach::{Compression, ProfilingMode};
 
-pub use super::asyncio::AsyncMode;
 use super::external::{self, ExternalError, Recorded};
 use super::sampler::RecordOptions;
+pub use crate::record::interpreter::asyncio::AsyncMode;
 
 /// What a recording keeps (the modes of CPython's sampler a recording can be made in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]

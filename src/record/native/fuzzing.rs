@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{module_at, NativeUnwinder, Registers, MAX_NATIVE_FRAMES, MAX_STACK_PAGES};
-use crate::record::memory::{MemoryReader, ReadError};
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// Where the fake stack lies (an address this process does not map).
 const STACK_BASE: u64 = 0x7ff0_0000_0000;

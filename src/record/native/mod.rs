@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 
-use super::memory::MemoryReader;
+use crate::record::process::memory::MemoryReader;
 use module::{FileCache, LoadedFile, SectionData};
 pub(crate) use regs::registers;
 use splice::NativeKind;

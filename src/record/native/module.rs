@@ -14,8 +14,8 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
-pub(super) use super::super::maps::{parse_maps, Mapping};
 use super::NativeError;
+pub(super) use crate::record::process::maps::{parse_maps, Mapping};
 
 /// Files loaded per process.
 pub(super) const MAX_FILES: usize = 4096;

@@ -2,9 +2,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::record::memory::{FakeMemory, ProcessVmReader};
-use crate::record::pause::ThreadPause;
-use crate::record::ptrace_pause::PtracePauser;
+use crate::record::process::memory::{FakeMemory, ProcessVmReader};
+use crate::record::process::pause::ThreadPause;
+use crate::record::process::ptrace_pause::PtracePauser;
 
 /// Kills the child when the test ends.
 struct Killed(std::process::Child);
@@ -214,7 +214,11 @@ struct CountingMemory<'a> {
 }
 
 impl MemoryReader for CountingMemory<'_> {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), crate::record::memory::ReadError> {
+    fn read(
+        &self,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), crate::record::process::memory::ReadError> {
         self.reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.inner.read(addr, buf)

@@ -18,14 +18,15 @@ use std::io::{Seek, Write};
 
 use crate::tach::{TachError, Writer, MAX_STACK_DEPTH};
 
-use super::super::asyncio::{
+use super::stack::{RawFrame, TASK_MARK};
+use super::{Sampler, FRAME_OWNED_BY_GENERATOR};
+use crate::record::discovery::Target;
+use crate::record::interpreter::asyncio::{
     self, AsyncError, AsyncMode, StackItem, Task, TaskReader, MAX_TASK_DEPTH,
 };
-use super::super::layout::{Offsets, DEBUG_OFFSETS_READ};
-use super::super::memory::{MemoryReader, Prefetched, ReadError};
-use super::super::stack_tasks::{StackTasks, StepFrames};
-use super::stack::{RawFrame, TASK_MARK};
-use super::{Sampler, Target, FRAME_OWNED_BY_GENERATOR};
+use crate::record::interpreter::layout::{Offsets, DEBUG_OFFSETS_READ};
+use crate::record::interpreter::stack_tasks::{StackTasks, StepFrames};
+use crate::record::process::memory::{MemoryReader, Prefetched, ReadError};
 
 /// `--async-aware`: the reader of the target's asyncio tasks, and what it read for the
 /// sample being made (the tasks above the running one, the `<task>` frames' names) or,

@@ -2,7 +2,7 @@
 //! of distinct ones) and, with `TACH_RECORD_DEBUG=1`, printed when the recording ends:
 //! what diagnosing a recorder needs, kept off the hot path otherwise.
 
-use super::super::memory::ReadError;
+use crate::record::process::memory::ReadError;
 
 /// The sampler's counts of what went wrong, by reason.
 #[derive(Debug, Default)]

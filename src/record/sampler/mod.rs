@@ -42,11 +42,10 @@ use crate::tach::{
     CaptureFeatures, Compression, FrameEntry, ProfilingMode, Stats, TachError, Writer,
 };
 
-use super::asyncio::AsyncMode;
 use super::clock::{monotonic_us, thread_cpu_sec};
-use super::layout::{InterpreterLayout, OpcodeTables};
-use super::memory::MemoryReader;
-use super::resolve::{CodeCache, Types};
+use crate::record::discovery::Target;
+use crate::record::interpreter::asyncio::AsyncMode;
+use crate::record::interpreter::resolve::CodeCache;
 
 /// Status byte bits, with CPython's meanings.
 pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
@@ -152,18 +151,6 @@ impl RecordOptions {
             ..CaptureFeatures::default()
         }
     }
-}
-
-/// Everything the sampler needs to know about the interpreter it samples.
-pub struct Target {
-    pub mem: Box<dyn MemoryReader>,
-    pub layout: Box<dyn InterpreterLayout>,
-    /// Address of `_PyRuntime`.
-    pub runtime: u64,
-    pub types: Types,
-    /// The pid whose main thread gets MAIN_THREAD (its tid equals the pid on Linux).
-    pub pid: u64,
-    pub opcodes: Option<OpcodeTables>,
 }
 
 /// What a recording did, returned by [`Session::stop`].

@@ -8,8 +8,8 @@ use crate::record::native::splice::{self, NativeKind, Splice};
 use crate::record::native::{NativeStats, NativeUnwinder, Registers};
 use crate::tach::{Location, ProfilingMode, TachError, Writer, MAX_STACK_DEPTH};
 
-use super::super::memory::{MemoryReader, ReadError};
 use super::Sampler;
+use crate::record::process::memory::{MemoryReader, ReadError};
 use crate::tach::filter::status::{ON_CPU, UNKNOWN};
 
 /// The sampler's native side: the unwinder, what a splice reuses from one thread to the

@@ -3,12 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::layout::Offsets;
 use super::super::native::Registers;
-use super::super::pause::{Pauser, ThreadPause};
-use super::super::ptrace_pause::{PtracePauser, NATIVE_STOP_TIMEOUT};
 use super::threads::{gil_fields, gil_span};
 use super::Sampler;
+use crate::record::interpreter::layout::Offsets;
+use crate::record::process::pause::{Pauser, ThreadPause};
+use crate::record::process::ptrace_pause::{PtracePauser, NATIVE_STOP_TIMEOUT};
 
 /// How long a held thread whose stack did not read runs before it is stopped again
 /// (thousands of instructions: past any window in which its frames are half linked).

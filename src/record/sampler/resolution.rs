@@ -3,12 +3,12 @@
 
 use crate::tach::MAX_STACK_DEPTH;
 
-use super::super::layout::{LineTableFormat, Offsets};
-use super::super::linetable;
-use super::super::memory::{MemoryReader, ReadError};
-use super::super::resolve::{CodeCache, Fingerprint};
 use super::stack::{is_mark, RawFrame, GC_MARK, TASK_MARK};
 use super::{Sampler, FRAME_OWNED_BY_GENERATOR, MAX_BYTECODE_UNITS};
+use crate::record::interpreter::layout::{LineTableFormat, Offsets};
+use crate::record::interpreter::linetable;
+use crate::record::interpreter::resolve::{CodeCache, Fingerprint};
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// The batched read of a stack's code objects: each distinct one's header (and bytecode)
 /// and the code units at the frames' instruction pointers, in one system call. Kept from

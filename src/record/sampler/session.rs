@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::tach::TachError;
 
 use super::super::clock::monotonic_us;
-use super::{RecordOptions, RecordStats, Sampler, Target, JOURNAL_SYNC_US, MAX_BACKLOG_TICKS};
+use super::{RecordOptions, RecordStats, Sampler, JOURNAL_SYNC_US, MAX_BACKLOG_TICKS};
+use crate::record::discovery::Target;
 
 impl Sampler {
     /// Runs the sampling loop until `stop` is set or the duration has passed, then

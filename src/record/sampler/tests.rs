@@ -1,14 +1,16 @@
 //! The sampler against fake interpreters in fake memory.
 
-use super::super::layout::offsets::{
+use super::window::{Snapshot, PAGE};
+use super::*;
+use crate::record::interpreter::layout::offsets::{
     BytesOffsets, CodeOffsets, FrameOffsets, GilOffsets, InterpreterOffsets, PyObjectOffsets,
     RuntimeOffsets, ThreadOffsets, UnicodeOffsets,
 };
-use super::super::layout::{field_u64, FrameOwner, LineTableFormat, Offsets};
-use super::super::memory::FakeMemory;
-use super::super::memory::ReadError;
-use super::window::{Snapshot, PAGE};
-use super::*;
+use crate::record::interpreter::layout::{field_u64, FrameOwner, LineTableFormat, Offsets};
+use crate::record::interpreter::layout::{InterpreterLayout, OpcodeTables};
+use crate::record::interpreter::resolve::Types;
+use crate::record::process::memory::FakeMemory;
+use crate::record::process::memory::{MemoryReader, ReadError};
 use crate::tach::filter::status::UNKNOWN;
 use std::sync::atomic::Ordering;
 

@@ -8,12 +8,12 @@ use std::io::{Seek, Write};
 
 use crate::tach::{ProfilingMode, Writer};
 
-use super::super::asyncio::AsyncMode;
-use super::super::layout::{field_i32, field_u64, Offsets};
-use super::super::memory::ReadError;
 use super::async_stacks::AsyncPlan;
 use super::window::ExceptionFields;
 use super::{Sampler, MAX_INTERPRETERS, MAX_THREADS, READ_ATTEMPTS};
+use crate::record::interpreter::asyncio::AsyncMode;
+use crate::record::interpreter::layout::{field_i32, field_u64, Offsets};
+use crate::record::process::memory::ReadError;
 
 /// One thread at one tick, as the thread list gave it.
 #[derive(Debug, Clone, Copy)]

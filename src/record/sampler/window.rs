@@ -2,8 +2,8 @@
 //! data stack) holds the whole chain of frames, and the snapshot reads the frame pointer
 //! and the thread's other fields in the same system call.
 
-use super::super::layout::field_u64;
-use super::super::memory::MemoryReader;
+use crate::record::interpreter::layout::field_u64;
+use crate::record::process::memory::MemoryReader;
 
 pub(super) const PAGE: u64 = 4096;
 /// Pages read at the first frame of a walk; doubled at each miss, up to the maximum.

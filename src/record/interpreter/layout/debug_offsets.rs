@@ -2,10 +2,10 @@
 //! the start of `_PyRuntime`, read into the same [`Offsets`] the generated tables of
 //! 3.9-3.12 hold, completed by the few fields they lack ([`GeneratedExtras`]).
 
-use super::super::memory::{MemoryReader, ReadError};
 use super::generated::EXTRAS;
 use super::interpreter_layout::{FrameOwner, InterpreterLayout};
 use super::offsets::{field_u64, GeneratedExtras, Offsets};
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// The generated extras of CPython `major.minor` (3.13+), if the repository has them.
 pub fn extras(major: u8, minor: u8) -> Option<&'static GeneratedExtras> {

@@ -6,25 +6,23 @@
 //! - Its dynamic symbols give `_PyRuntime`, `Py_Version` and the type objects the sampler
 //!   validates with, relocated by where the file is mapped.
 //! - 3.13 and later: the layout is the target's own `_Py_DebugOffsets`
-//!   ([`super::target::detect_layout`]), with the few fields it lacks generated from
+//!   ([`crate::record::discovery::in_process::detect_layout`]), with the few fields it lacks generated from
 //!   that version's headers.
 //! - 3.9 to 3.12: the layout generated from that version's headers
-//!   ([`super::layout::StaticLayout`]), picked by the target's version: `Py_Version` from 3.11,
+//!   ([`crate::record::interpreter::layout::StaticLayout`]), picked by the target's version: `Py_Version` from 3.11,
 //!   the `PY_VERSION` string in the interpreter's file before.
 //! - Other versions and free-threaded builds get a clear error.
 //!
 //! Reading another process needs the permission `ptrace` needs; a refusal names the
 //! ways to get it.
 
-use std::path::PathBuf;
-
-use super::elf::{ElfError, ElfFile};
-use super::layout::{FitError, StaticLayout};
-use super::maps::{mapped_files, MappedFile};
-use super::memory::{MemoryReader, ProcessVmReader, ReadError};
-use super::resolve::Types;
-use super::sampler::Target;
-use super::target::{detect_layout, opcode_tables_from};
+use super::target::Target;
+use crate::record::discovery::in_process::{detect_layout, opcode_tables_from};
+use crate::record::interpreter::layout::{FitError, StaticLayout};
+use crate::record::interpreter::resolve::Types;
+use crate::record::process::elf::{open_mapped, ElfError};
+use crate::record::process::maps::mapped_files;
+use crate::record::process::memory::{MemoryReader, ProcessVmReader, ReadError};
 
 /// What to do when the kernel refuses to let us read a process.
 pub const PERMISSION_HELP: &str = "Reading another process's memory needs the permission \
@@ -117,41 +115,6 @@ fn read_error(pid: i32, what: &str, e: ReadError) -> AttachError {
     }
 }
 
-/// Opens a file the process mapped. Its path in `/proc/PID/maps` is written from our
-/// root where the file is visible from it (a chroot shows as the full path), and from
-/// the process's mount namespace otherwise (a container): both are tried, then the
-/// mapping itself (`map_files`, which needs CAP_SYS_ADMIN). `None`: not an ELF file, or
-/// removed since it was mapped.
-pub(super) fn open_mapped(pid: i32, file: &MappedFile) -> Result<Option<ElfFile>, AttachError> {
-    let candidates = [
-        PathBuf::from(&file.path),
-        PathBuf::from(format!("/proc/{pid}/root{}", file.path)),
-        PathBuf::from(format!(
-            "/proc/{pid}/map_files/{:x}-{:x}",
-            file.lowest, file.end
-        )),
-    ];
-    let mut refused = None;
-    for path in candidates {
-        match ElfFile::open(&path) {
-            Ok(elf) => return Ok(Some(elf)),
-            Err(ElfError::Open { source, .. })
-                if matches!(
-                    source.raw_os_error(),
-                    Some(libc::EACCES) | Some(libc::EPERM)
-                ) =>
-            {
-                refused = Some(source)
-            }
-            Err(_) => {}
-        }
-    }
-    match refused {
-        Some(e) => Err(os_error(pid, e)),
-        None => Ok(None),
-    }
-}
-
 /// The interpreter found in a process: where its runtime is, and its version.
 #[derive(Debug, Clone)]
 pub struct Found {
@@ -178,7 +141,7 @@ pub fn find(pid: i32) -> Result<Found, AttachError> {
         if !may_hold_python(&file.path) && file.path != exe {
             continue;
         }
-        let Some(elf) = open_mapped(pid, &file)? else {
+        let Some(elf) = open_mapped(pid, &file).map_err(|e| os_error(pid, e))? else {
             continue;
         };
         let at = |name: &str| elf.runtime_address(name, file.lowest);

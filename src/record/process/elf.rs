@@ -14,6 +14,44 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
+use super::maps::MappedFile;
+
+/// Opens a file the process mapped. Its path in `/proc/PID/maps` is written from our
+/// root where the file is visible from it (a chroot shows as the full path), and from
+/// the process's mount namespace otherwise (a container): both are tried, then the
+/// mapping itself (`map_files`, which needs CAP_SYS_ADMIN). `None`: not an ELF file, or
+/// removed since it was mapped. `Err`: every path was refused (the permission to read
+/// the process is missing).
+pub(crate) fn open_mapped(pid: i32, file: &MappedFile) -> Result<Option<ElfFile>, std::io::Error> {
+    let candidates = [
+        PathBuf::from(&file.path),
+        PathBuf::from(format!("/proc/{pid}/root{}", file.path)),
+        PathBuf::from(format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            file.lowest, file.end
+        )),
+    ];
+    let mut refused = None;
+    for path in candidates {
+        match ElfFile::open(&path) {
+            Ok(elf) => return Ok(Some(elf)),
+            Err(ElfError::Open { source, .. })
+                if matches!(
+                    source.raw_os_error(),
+                    Some(libc::EACCES) | Some(libc::EPERM)
+                ) =>
+            {
+                refused = Some(source)
+            }
+            Err(_) => {}
+        }
+    }
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
+}
+
 /// Why a file could not be read as an interpreter's ELF image.
 #[derive(Debug, thiserror::Error)]
 pub enum ElfError {

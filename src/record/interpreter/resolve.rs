@@ -45,8 +45,8 @@ impl Hasher for FastHasher {
 /// A HashMap with [`FastHasher`].
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
-use super::layout::{field_i32, field_u64, Offsets, OpcodeTables};
-use super::memory::{MemoryReader, ReadError};
+use crate::record::interpreter::layout::{field_i32, field_u64, Offsets, OpcodeTables};
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// Addresses of the interpreter's type objects, to check what a pointer points to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -356,11 +356,11 @@ fn resolve(
 
 #[cfg(test)]
 mod tests {
-    use super::super::layout::offsets::{
+    use super::*;
+    use crate::record::interpreter::layout::offsets::{
         BytesOffsets, CodeOffsets, PyObjectOffsets, UnicodeOffsets,
     };
-    use super::super::memory::FakeMemory;
-    use super::*;
+    use crate::record::process::memory::FakeMemory;
 
     fn offsets() -> Offsets {
         Offsets {

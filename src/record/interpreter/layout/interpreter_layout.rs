@@ -1,7 +1,7 @@
 //! The trait each version family's layout implements, and what a frame's owner byte says.
 
-use super::super::memory::{MemoryReader, ReadError};
 use super::offsets::Offsets;
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// What a frame's `owner` byte says about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

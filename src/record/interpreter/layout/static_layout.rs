@@ -18,10 +18,10 @@
 //!   `co_qualname`). The thread state has no native thread id: it is read from glibc's
 //!   `struct pthread` that `thread_id` points at (see [`find_pthread_tid`]).
 
-use super::super::memory::{MemoryReader, ReadError};
 use super::generated::LAYOUTS;
 use super::interpreter_layout::{FrameOwner, InterpreterLayout};
 use super::offsets::{field_u64, GeneratedLayout, Offsets, OpcodeTables};
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// The generated table of CPython `major.minor` (3.9-3.12), if the repository has one.
 pub fn generated(major: u8, minor: u8) -> Option<&'static GeneratedLayout> {
@@ -240,7 +240,7 @@ pub fn find_pthread_tid(mem: &dyn MemoryReader, main_pthread: u64, pid: i32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::memory::FakeMemory;
+    use crate::record::process::memory::FakeMemory;
 
     #[test]
     fn every_generated_version_makes_a_sane_layout() {

@@ -29,11 +29,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::attach::open_mapped;
-use super::layout::{field_u64, Offsets};
-use super::maps::mapped_files;
-use super::memory::{MemoryReader, ReadError};
-use super::resolve::{read_unicode, Types};
+use crate::record::interpreter::layout::{field_u64, Offsets};
+use crate::record::interpreter::resolve::{read_unicode, Types};
+use crate::record::process::elf::open_mapped;
+use crate::record::process::maps::mapped_files;
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// Which tasks a sample shows (CPython's `--async-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

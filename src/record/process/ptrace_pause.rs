@@ -1,7 +1,7 @@
 //! Pausing one thread of another process while the sampler reads it (`tach record
 //! --pid`, blocking).
 //!
-//! The in-process pauser signals its own threads ([`super::pause`]); from outside, the
+//! The in-process pauser signals its own threads ([`crate::record::process::pause`]); from outside, the
 //! only way to hold a thread still is `ptrace`. Each pause seizes the thread holding the
 //! GIL (`PTRACE_SEIZE`, which neither stops it nor sends it a signal), stops it with
 //! `PTRACE_INTERRUPT`, waits for the stop, and the resume detaches. Between ticks no
@@ -26,16 +26,16 @@
 //! itself for `tach record --`). A traced leader's exit reaches the parent once the
 //! tracer's thread exits, and tach stops sampling when the leader is a zombie.
 
-use super::native::Registers;
+use crate::record::native::Registers;
 use std::time::{Duration, Instant};
 
-use super::pause::ThreadPause;
+use crate::record::process::pause::ThreadPause;
 
 /// How long a pause waits for the thread to stop.
 const STOP_TIMEOUT: Duration = Duration::from_millis(2);
 /// The same with `--native`, where a thread not stopped has no native stack: a thread
 /// on a busy machine can wait that long for a CPU to take the stop on.
-pub(super) const NATIVE_STOP_TIMEOUT: Duration = Duration::from_millis(20);
+pub(crate) const NATIVE_STOP_TIMEOUT: Duration = Duration::from_millis(20);
 /// How long dropping the pauser waits for a late stop, so that it can detach.
 const DROP_WAIT: Duration = Duration::from_millis(200);
 /// `PTRACE_EVENT_STOP`, in the high byte of a stop's status.
@@ -57,7 +57,7 @@ pub struct PtracePauser {
 
 /// `waitid(P_PID, pid, options | WNOHANG)`: the reported child's (si_code, si_status),
 /// or None when nothing is to report (or `pid` is not ours to wait for).
-pub(super) fn wait_child(pid: i32, options: libc::c_int) -> Option<(i32, i32)> {
+pub(crate) fn wait_child(pid: i32, options: libc::c_int) -> Option<(i32, i32)> {
     wait_tid(pid, options).ok().flatten()
 }
 
@@ -278,7 +278,7 @@ impl ThreadPause for PtracePauser {
         if self.holding() != Some(tid) {
             return None;
         }
-        super::native::registers(tid as i32).ok()
+        crate::record::native::registers(tid as i32).ok()
     }
 }
 

@@ -15,19 +15,19 @@
 #[cfg(feature = "python-record")]
 use std::ffi::CString;
 
+#[cfg(feature = "python-record")]
+use super::target::Target;
 #[cfg(any(test, feature = "python-record"))]
-use super::layout::StaticLayout;
-use super::layout::{
+use crate::record::interpreter::layout::StaticLayout;
+use crate::record::interpreter::layout::{
     extras, generated_opcode_tables, DebugOffsetsLayout, InterpreterLayout, OpcodeTables,
     DEBUG_OFFSETS_READ,
 };
-use super::memory::MemoryReader;
 #[cfg(feature = "python-record")]
-use super::memory::ProcessVmReader;
+use crate::record::interpreter::resolve::Types;
+use crate::record::process::memory::MemoryReader;
 #[cfg(feature = "python-record")]
-use super::resolve::Types;
-#[cfg(feature = "python-record")]
-use super::sampler::Target;
+use crate::record::process::memory::ProcessVmReader;
 
 /// Looks a symbol up in the process (the executable and every loaded library).
 #[cfg(feature = "python-record")]
@@ -156,8 +156,8 @@ pub fn this_process(
 
 #[cfg(test)]
 mod tests {
-    use super::super::memory::FakeMemory;
     use super::*;
+    use crate::record::process::memory::FakeMemory;
 
     #[test]
     fn unsupported_versions_get_a_clear_error() {

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::native::Registers;
+use crate::record::native::Registers;
 
 /// How long the sampler waits for the thread to say it is paused.
 const ACK_TIMEOUT: Duration = Duration::from_millis(2);
@@ -184,7 +184,7 @@ fn install() -> Option<i32> {
 }
 
 /// Holds one thread of the target still while a tick reads, one thread at a time:
-/// [`Pauser`] in-process, [`super::ptrace_pause::PtracePauser`] from outside.
+/// [`Pauser`] in-process, [`crate::record::process::ptrace_pause::PtracePauser`] from outside.
 pub trait ThreadPause: Send + std::fmt::Debug {
     /// Pauses thread `tid`, releasing any thread paused before. False when it could not
     /// be paused in time: the tick then reads running threads.

@@ -29,10 +29,10 @@
 
 use std::collections::HashMap;
 
-use super::asyncio::{ObjectOffsets, TaskNames};
-use super::layout::{field_u64, Offsets};
-use super::memory::{MemoryReader, ReadError};
-use super::resolve::Types;
+use crate::record::interpreter::asyncio::{ObjectOffsets, TaskNames};
+use crate::record::interpreter::layout::{field_u64, Offsets};
+use crate::record::interpreter::resolve::Types;
+use crate::record::process::memory::{MemoryReader, ReadError};
 
 /// `_PyInterpreterFrame.localsplus` on 3.11-3.13 (after the fixed fields).
 pub const LOCALSPLUS: u64 = 72;
@@ -287,8 +287,8 @@ fn c_string(mem: &dyn MemoryReader, addr: u64) -> Result<Vec<u8>, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::layout::generated;
-    use crate::record::memory::FakeMemory;
+    use crate::record::interpreter::layout::generated;
+    use crate::record::process::memory::FakeMemory;
 
     const STR: u64 = 0x1000;
     const INT: u64 = 0x1400;

@@ -2,7 +2,7 @@
 //! instruction came from. Decoded here from bytes copied out of the code object, so no
 //! Python code runs and no GIL is taken.
 
-use super::layout::LineTableFormat;
+use crate::record::interpreter::layout::LineTableFormat;
 use crate::tach::Location;
 
 fn read_varint(t: &[u8], at: &mut usize) -> Option<u32> {
