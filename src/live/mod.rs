@@ -24,8 +24,9 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::DefaultTerminal;
 
-use crate::record::external::{self, ExternalError, Recorded};
 use crate::record::options::{exit_code, RecordCommand, RecordCommandError, STARTUP};
+use crate::record::outside::{self, ExternalError, Recorded};
+use crate::record::signals::{catch_stop_signals, take_stop_signal};
 use crate::record::{RecordStats, Session};
 use crate::report::live::LiveProfile;
 use crate::report::{GroupBy, SortBy};
@@ -96,7 +97,7 @@ pub fn run(cmd: LiveCommand) -> Result<u8, LiveError> {
     if !std::io::stdout().is_terminal() {
         return Err(LiveError::NoTerminal);
     }
-    external::catch_stop_signals();
+    catch_stop_signals();
     HANGUP.store(false, Ordering::Relaxed);
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
@@ -229,12 +230,12 @@ fn watch(
     } else {
         Duration::ZERO
     };
-    let session = match external::start(&mut target, opts, startup) {
+    let session = match outside::start(&mut target, opts, startup) {
         Ok(s) => s,
         Err(e) => {
             // As tach record: an empty file beside the error, when one was asked for.
             if scratch.is_none() && matches!(e, ExternalError::Attach(_)) {
-                let _ = external::write_empty(&path, interval, mode);
+                let _ = outside::write_empty(&path, interval, mode);
             }
             return Err(RecordCommandError::from(e).into());
         }
@@ -336,7 +337,7 @@ impl Screen {
                 self.view.refresh(&self.profile);
                 next_refresh = now + REFRESH;
             }
-            if external::take_stop_signal() != 0 || HANGUP.load(Ordering::Relaxed) {
+            if take_stop_signal() != 0 || HANGUP.load(Ordering::Relaxed) {
                 return Ok(());
             }
             self.update_status();

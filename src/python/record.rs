@@ -221,7 +221,7 @@ fn start_spec(py: Python<'_>, spec: &RecordSpec, hidden: Vec<String>) -> PyResul
 fn stats_dict<'py>(py: Python<'py>, s: &RecordStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("path", s.path.to_string_lossy().into_owned())?;
-    // The line `tach record` prints, written once (record::external).
+    // The line `tach record` prints, written once (record::summary).
     d.set_item("summary", s.summary_line())?;
     d.set_item("paused_ticks", s.paused_ticks)?;
     d.set_item("pause_timeouts", s.pause_timeouts)?;

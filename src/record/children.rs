@@ -14,8 +14,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::external::{self, alive, Recorded};
+use super::outside::{self, Recorded};
+use super::process::running::alive;
 use super::sampler::{RecordOptions, Session};
+use super::signals::take_stop_signal;
 use crate::record::discovery::attach::{self, AttachError};
 
 /// How often descendants are looked for (CPython's monitor polls every 100 ms too).
@@ -167,7 +169,7 @@ impl Children {
         let began = Instant::now();
         while !stop_now && self.recording() && began.elapsed() < OUTLIVE {
             std::thread::sleep(Duration::from_millis(10));
-            if external::take_stop_signal() != 0 {
+            if take_stop_signal() != 0 {
                 break;
             }
             self.reap(false);
@@ -248,9 +250,9 @@ impl Children {
         }
         let mut opts = self.opts.clone();
         opts.path = child_path(&self.root_output, pid);
-        match external::start(&mut Recorded::Pid(pid), opts, Duration::ZERO) {
+        match outside::start(&mut Recorded::Pid(pid), opts, Duration::ZERO) {
             Ok(session) => Some(Child::Recording(session)),
-            Err(external::ExternalError::Attach(e)) => self.not_recorded(pid, now_exe, e),
+            Err(outside::ExternalError::Attach(e)) => self.not_recorded(pid, now_exe, e),
             Err(e) => {
                 eprintln!("tach: not recording child process {pid}: {e}");
                 Some(Child::Done)

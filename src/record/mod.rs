@@ -36,14 +36,18 @@
 mod children;
 pub(crate) mod clock;
 mod discovery;
-pub(crate) mod external;
+pub(crate) mod dump;
 mod interpreter;
 mod native;
 #[cfg(fuzzing)]
 pub(crate) use native::fuzzing::walk as native_fuzz_walk;
 pub mod options;
+pub(crate) mod outside;
 mod process;
+mod recording;
 mod sampler;
+pub(crate) mod signals;
+mod summary;
 
 pub use discovery::attach::{attach, AttachError};
 #[cfg(feature = "python-record")]

@@ -8,7 +8,7 @@
 //! and its use in [`RecordSpec::record_options`].
 //!
 //! [`RecordCommand`] is `tach record`: the spec, what to record and the choice of way.
-//! - `--pid PID`: attach to a running process from outside (`external`).
+//! - `--pid PID`: attach to a running process from outside (`outside`, `recording`).
 //! - `-- python app.py ARGS` (or a command that is not an interpreter, such as a script
 //!   with a shebang): start the program and record it from outside. The program needs
 //!   no tach package. An interpreter tach cannot read (3.8, 3.16) gets attach's error.
@@ -26,7 +26,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::names;
 use crate::tach::{Compression, ProfilingMode};
 
-use super::external::{self, ExternalError, Recorded};
+use super::outside::{write_empty, ExternalError, Recorded};
+use super::recording::record;
 use super::sampler::RecordOptions;
 pub use crate::record::interpreter::asyncio::AsyncMode;
 
@@ -379,18 +380,16 @@ impl RecordCommand {
             }
             let opts = self.spec.record_options(pid)?;
             let (path, interval, mode) = (opts.path.clone(), opts.interval_us, opts.mode);
-            let stats =
-                match external::record(Recorded::Pid(pid), opts, Duration::ZERO, self.subprocesses)
-                {
-                    Ok(stats) => stats,
-                    Err(e) => {
-                        // Whoever waits for the file finds one, empty, beside the error.
-                        if matches!(e, ExternalError::Attach(_)) {
-                            let _ = external::write_empty(&path, interval, mode);
-                        }
-                        return Err(e.into());
+            let stats = match record(Recorded::Pid(pid), opts, Duration::ZERO, self.subprocesses) {
+                Ok(stats) => stats,
+                Err(e) => {
+                    // Whoever waits for the file finds one, empty, beside the error.
+                    if matches!(e, ExternalError::Attach(_)) {
+                        let _ = write_empty(&path, interval, mode);
                     }
-                };
+                    return Err(e.into());
+                }
+            };
             eprintln!("{}", stats.summary_line());
             return Ok(match stats.error {
                 Some(e) => {
@@ -427,7 +426,7 @@ impl RecordCommand {
         let opts = self.spec.record_options(pid)?;
         let path = opts.path.clone();
         let (interval, mode) = (opts.interval_us, opts.mode);
-        match external::record(
+        match record(
             Recorded::Child(&mut child),
             opts,
             STARTUP,
@@ -442,13 +441,13 @@ impl RecordCommand {
             Err(ExternalError::Attach(e)) if matches!(child.try_wait(), Ok(Some(_))) => {
                 // Gone before its interpreter was found: an empty file says so.
                 eprintln!("tach: the program exited before it could be recorded ({e})");
-                if let Err(e) = external::write_empty(&path, interval, mode) {
+                if let Err(e) = write_empty(&path, interval, mode) {
                     eprintln!("tach: error: {e}");
                 }
             }
             Err(e) => {
                 eprintln!("tach: cannot record {pid}: {e}\ntach: the program runs on unrecorded");
-                if let Err(e) = external::write_empty(&path, interval, mode) {
+                if let Err(e) = write_empty(&path, interval, mode) {
                     eprintln!("tach: error: {e}");
                 }
             }

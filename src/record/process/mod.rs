@@ -8,3 +8,4 @@ pub(crate) mod maps;
 pub(crate) mod memory;
 pub(crate) mod pause;
 pub(crate) mod ptrace_pause;
+pub(crate) mod running;
