@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds the extension into .venv (debug build) and runs the recorder's test suite.
-# Usage: python/tests/run.sh [pytest args...]
+# Usage: tests/python/run.sh [pytest args...]
 # Env: PYTHON (default python3) creates the venv; CARGO_TARGET_DIR is honoured.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,4 +15,4 @@ built=$(date +%s)
 .venv/bin/maturin develop -q
 echo "the extension built (maturin develop) in $(($(date +%s) - built)) s"
 # Temporary files under the worktree: the CPython 3.15 chroot only sees /work.
-exec .venv/bin/python -m pytest -p no:cacheprovider --basetemp="$root/.pytest-tmp" python/tests/test_record.py "$@"
+exec .venv/bin/python -m pytest -p no:cacheprovider --basetemp="$root/.pytest-tmp" tests/python/recorder/test_record.py "$@"

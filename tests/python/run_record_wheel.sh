@@ -2,9 +2,9 @@
 # The small install: builds the `tach-record` wheel (the recorder without polars; a dev
 # build, as the other Python tests use), installs it into a FRESH virtual environment with
 # nothing else but pytest, on two CPython versions (the host's python3 and pyenv's 3.12),
-# and runs python/tests/test_record_wheel.py there: it records a program in-process and
+# and runs tests/python/package/test_record_wheel.py there: it records a program in-process and
 # from outside with what the wheel installed, and checks polars is absent.
-# Usage: python/tests/run_record_wheel.sh [pytest args...]
+# Usage: tests/python/run_record_wheel.sh [pytest args...]
 # Env: CARGO_TARGET_DIR is honoured. A version that is not here is skipped loudly.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,7 +33,7 @@ for python in "$(command -v python3)" "$(pyenv prefix 3.12 2>/dev/null || echo /
     echo "== tach-record wheel on $("$venv/bin/python" -V)"
     # From outside the source tree, so `import tach` is the installed package.
     (cd "$venv" && TACH_RECORD_WHEEL="$wheel" "$venv/bin/python" -m pytest -p no:cacheprovider \
-        --basetemp="$venv/pytest-tmp" -q "$root/python/tests/test_record_wheel.py" "$@") || status=1
+        --basetemp="$venv/pytest-tmp" -q "$root/tests/python/package/test_record_wheel.py" "$@") || status=1
     rm -rf "$venv"
 done
 exit $status

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the package with `pip install .` into a FRESH virtual environment (with polars,
-# pyarrow and pytest from PyPI) and runs the API tests (python/tests/test_api.py).
-# Usage: python/tests/run_api.sh [pytest args...]
+# pyarrow and pytest from PyPI) and runs the API tests (tests/python/package/test_api.py).
+# Usage: tests/python/run_api.sh [pytest args...]
 # Env: PYTHON (default python3, >= 3.11) creates the venv; CARGO_TARGET_DIR is honoured;
 #      TACH_API_VENV (default .venv-api, deleted first) is where the venv goes;
 #      TACH_BIN, if set, is a Rust `tach` binary the entry point is compared with.
@@ -20,4 +20,4 @@ PATH="$venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" insta
 # Run from outside the source tree so `import tach` is the installed package.
 cd "$venv"
 exec env PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -p no:cacheprovider \
-    --basetemp="$venv/pytest-tmp" -q "$root/python/tests/test_api.py" "$@"
+    --basetemp="$venv/pytest-tmp" -q "$root/tests/python/package/test_api.py" "$@"
