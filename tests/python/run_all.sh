@@ -8,8 +8,24 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 start=$(date +%s)
-# Each part with the seconds since this script began: the parts CI's 45 minutes go to.
-section() { echo "== $*  [$(($(date +%s) - start)) s into the recorder tests]"; }
+# Each part with the seconds since this script began and, when it ends, how long it took;
+# a table of them at the end: the parts CI's time budget goes to.
+part=""
+part_began=$start
+times=""
+end_section() {
+    [ -n "$part" ] || return 0
+    took=$(($(date +%s) - part_began))
+    echo "== $part: done in $took s"
+    times="$times$(printf '%6d s  %s' "$took" "$part")
+"
+}
+section() {
+    end_section
+    part=$*
+    part_began=$(date +%s)
+    echo "== $*  [$((part_began - start)) s into the recorder tests]"
+}
 section "CPython 3.11 (host)"
 "$here/run.sh" "$@" || status=1
 section "Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
@@ -41,4 +57,7 @@ for where_version in pyenv:3.10 pyenv:3.12 chroot:3.13 chroot:3.14 chroot:3.15; 
         *) status=1 ;;
     esac
 done
+end_section
+echo "== Recorder tests: time per part"
+printf '%s' "$times"
 exit $status
