@@ -25,7 +25,7 @@ from its summary line.
 The packages are installed with pip into DIR/lib (`--lib`, default `.venv-accuracy/lib`
 under the checkout) with C speedups removed, and put on PYTHONPATH, so the same pure-Python
 code runs on every interpreter (the chroot's too). The tach package must be importable by
-the interpreter under test: for the host, `python/tests/run.sh` builds it into .venv; for
+the interpreter under test: for the host, `tests/python/run.sh` builds it into .venv; for
 the chroot, pass `--tach-path python`: the abi3 extension run.sh built into python/tach/
 serves every version.
 

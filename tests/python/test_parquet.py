@@ -7,8 +7,6 @@ TACH_BIN overrides the tach binary.
 """
 
 import json
-import os
-import pathlib
 import subprocess
 
 import duckdb
@@ -17,23 +15,13 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "golden" / "cpython-3.15.2"
+from conftest import GOLDEN, built_tach
+
 FILES = ["threads_mixed.bin", "cpu_recursive.bin", "stdlib_tests_large.bin"]
 
 
-def tach_bin():
-    if "TACH_BIN" in os.environ:
-        return os.environ["TACH_BIN"]
-    target = os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target"))
-    path = pathlib.Path(target) / "debug" / "tach"
-    if not path.exists():
-        pytest.skip(f"SKIPPED: {path} not built (cargo build)")
-    return str(path)
-
-
 def tach(*args):
-    out = subprocess.run([tach_bin(), *map(str, args)], capture_output=True, text=True)
+    out = subprocess.run([built_tach(), *map(str, args)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

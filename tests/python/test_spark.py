@@ -27,8 +27,7 @@ import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "golden" / "cpython-3.15.2"
+from conftest import GOLDEN, TACH, skip_loudly
 # 5 threads with GIL waits; the same workload CPU-only; one recursive thread; 53
 # threads and 15k samples.
 FILES = ["threads_mixed.bin", "threads_mixed_cpu.bin", "cpu_recursive.bin",
@@ -252,7 +251,6 @@ def register(spark, dataset):
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
-    from conftest import skip_loudly
     why = java_problem()
     if why:
         skip_loudly(why + "; Spark checks not run")
@@ -346,7 +344,7 @@ def main(dataset, files):
     con = duck_connect(dataset)
     for q, (tach_sql, spark_sql) in QUESTIONS.items():
         print(f"== {q}")
-        want = tach_rows(os.environ.get("TACH_BIN", ROOT / "target/debug/tach"), tach_sql, files)
+        want = tach_rows(TACH, tach_sql, files)
         got = spark_rows(spark, spark_sql)
         duck = duck_rows(con, spark_sql)
         assert_same_rows(q, got, want)

@@ -22,9 +22,10 @@ import subprocess
 import duckdb
 import pytest
 
-from test_parquet import GOLDEN, ROOT, tach, tach_bin
+from conftest import GOLDEN, REPO, built_tach
+from test_parquet import tach
 
-CORPUS = ROOT / "tests" / "data" / "sql" / "differential.sql"
+CORPUS = pathlib.Path(REPO) / "tests" / "data" / "sql" / "differential.sql"
 FILES = ["stdlib_tests_large.bin", "threads_mixed.bin", "cpu_recursive.bin"]
 
 
@@ -115,7 +116,7 @@ def is_clean_refusal(stderr):
 def test_tach_query_gives_duckdbs_answer_or_refuses(parquet, name, index, sql, refused):
     outcome = OUTCOMES.setdefault(index, {})
     outcome[name] = "wrong"
-    run = subprocess.run([tach_bin(), "query", "--format", "json", sql, GOLDEN / name],
+    run = subprocess.run([built_tach(), "query", "--format", "json", sql, GOLDEN / name],
                          capture_output=True, text=True)
     if refused is not None:
         assert run.returncode == 2, run.stdout + run.stderr

@@ -3,13 +3,9 @@
 //! pipe ends quietly with 0.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use crate::common::golden_dir;
-
-fn tach() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tach"))
-}
+use crate::common::{golden_dir, tach};
 
 /// A golden file cut in the middle of its sample data: a bad input.
 fn corrupt_copy(dir: &std::path::Path) -> std::path::PathBuf {
@@ -175,7 +171,7 @@ fn format_options_come_from_the_registry() {
 
 /// The recording options are one definition (`record::options::RecordSpec`) for `tach
 /// record` and `tach top`'s live view (and `python -m tach run` and `tach.start()`, in
-/// python/tests/test_record.py): a bad one gets the same message and status from each,
+/// tests/python/recorder/test_record.py): a bad one gets the same message and status from each,
 /// before anything is started.
 #[test]
 fn a_bad_recording_option_says_the_same_everywhere() {

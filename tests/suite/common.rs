@@ -1,7 +1,17 @@
-//! Helpers shared by the integration tests: locating and loading golden files.
+//! Helpers shared by the integration tests: the `tach` binary, locating and loading
+//! golden files.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `tach` binary cargo built for these tests, as a command to add arguments to.
+/// (`option_env!`: the library's unit tests compile this file too, without the binary.)
+pub fn tach() -> Command {
+    Command::new(
+        option_env!("CARGO_BIN_EXE_tach").expect("only the integration tests run the tach binary"),
+    )
+}
 
 pub fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cpython-3.15.2")

@@ -3,19 +3,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::SystemTime;
 
 use polars::prelude::*;
 use tach::query::{QueryEngine, SCHEMA_VERSION};
 
-use crate::common::{golden_bins, golden_path};
+use crate::common::{golden_bins, golden_path, tach};
 
-fn tach(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tach"))
-        .args(args)
-        .output()
-        .expect("run tach")
+fn tach_output(args: &[&std::ffi::OsStr]) -> Output {
+    tach().args(args).output().expect("run tach")
 }
 
 fn os<S: AsRef<std::ffi::OsStr> + ?Sized>(s: &S) -> &std::ffi::OsStr {
@@ -32,7 +29,7 @@ fn export_dataset(ds: &Path, inputs: &[PathBuf], extra: &[&str]) -> Output {
     ];
     args.extend(extra.iter().map(os));
     args.extend(inputs.iter().map(|p| p.as_os_str()));
-    let out = tach(&args);
+    let out = tach_output(&args);
     assert!(
         out.status.success(),
         "export failed: {}",
@@ -162,7 +159,7 @@ fn mixed_inputs_single_exports_and_lone_samples() {
         golden_path("threads_mixed_gil.bin"),
     );
     let single = dir.path().join("b.parquet");
-    let out = tach(&[
+    let out = tach_output(&[
         os("export"),
         os("--parquet"),
         os("-o"),
@@ -175,7 +172,7 @@ fn mixed_inputs_single_exports_and_lone_samples() {
         String::from_utf8_lossy(&out.stderr)
     );
     let lone = dir.path().join("c-samples.parquet");
-    let out = Command::new(env!("CARGO_BIN_EXE_tach"))
+    let out = tach()
         .args([
             os("export"),
             os("--parquet"),
@@ -235,7 +232,7 @@ fn a_filter_on_file_reads_only_that_partition() {
     let sql = format!(
         "select funcname, count(*) as n from samples where file = '{one}' group by funcname"
     );
-    let out = tach(&[os("query"), os("--explain"), os(&sql), ds.as_os_str()]);
+    let out = tach_output(&[os("query"), os("--explain"), os(&sql), ds.as_os_str()]);
     assert!(
         out.status.success(),
         "{}",
@@ -419,7 +416,7 @@ fn a_changed_source_is_refused_unless_replaced() {
         ds.as_os_str(),
     ];
     args.push(run_bin.as_os_str());
-    let out = tach(&args);
+    let out = tach_output(&args);
     assert!(!out.status.success(), "a changed source was accepted");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("source=run"), "{err}");
@@ -446,7 +443,7 @@ fn a_changed_source_is_refused_unless_replaced() {
     std::fs::create_dir(&other).unwrap();
     std::fs::copy(golden_path("deep_recursion.bin"), other.join("run.bin")).unwrap();
     let ds2 = dir.path().join("ds2");
-    let out = tach(&[
+    let out = tach_output(&[
         os("export"),
         os("--parquet"),
         os("--out-dir"),

@@ -6,8 +6,10 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
+
+use crate::common::tach;
 
 /// The size in KiB of each `[heap]` mapping of `pid` whose VmFlags hold `hg`
 /// (MADV_HUGEPAGE).
@@ -42,7 +44,7 @@ fn the_binary_reserves_its_heap_on_huge_pages() {
     let name = CString::new(fifo.as_os_str().as_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tach"))
+    let mut child = tach()
         .arg("verify")
         .arg(&fifo)
         .stdout(Stdio::null())

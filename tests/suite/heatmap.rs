@@ -14,9 +14,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn tach() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tach"))
-}
+use crate::common::tach;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

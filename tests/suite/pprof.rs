@@ -35,7 +35,7 @@ pub(crate) fn go() -> Option<&'static str> {
 }
 
 pub(crate) fn export(bin: &Path, out: &Path) {
-    let o = Command::new(env!("CARGO_BIN_EXE_tach"))
+    let o = common::tach()
         .args(["export", "--pprof", "-o"])
         .arg(out)
         .arg(bin)
@@ -378,7 +378,7 @@ fn go_pprof_top_flat_and_cum_equal_tach_top() {
             ],
             &out,
         ));
-        let o = Command::new(env!("CARGO_BIN_EXE_tach"))
+        let o = common::tach()
             .args(["top", "--format", "json", "-l", "1000000"])
             .arg(&bin)
             .output()
@@ -466,7 +466,7 @@ fn pprof_time(go: &str, file: &Path) -> (Option<i64>, String) {
 }
 
 fn export_with(bin: &Path, out: &Path, args: &[&str]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_tach"))
+    let o = common::tach()
         .args(["export", "--pprof", "-o"])
         .arg(out)
         .args(args)

@@ -14,6 +14,7 @@ use tach::query::{QueryEngine, QueryError};
 use tach::{OwnedSample, TachFile};
 
 use crate::common::golden_path as golden;
+use crate::common::tach;
 
 fn engine(names: &[&str]) -> QueryEngine {
     let paths: Vec<PathBuf> = names.iter().map(|n| golden(n)).collect();
@@ -677,15 +678,11 @@ fn unknown_names_list_what_exists() {
     assert!(msg.contains('^'), "caret in {msg}");
 }
 
-fn tach_bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tach"))
-}
-
 #[test]
 fn cli_formats_schema_explain_and_exit_status() {
     let f = golden("cpu_recursive.bin");
     let sql = "select funcname, count(*) as n from samples group by funcname order by n desc, funcname limit 3";
-    let csv = tach_bin()
+    let csv = tach()
         .args(["query", sql])
         .arg(&f)
         .args(["--format", "csv"])
@@ -701,7 +698,7 @@ fn cli_formats_schema_explain_and_exit_status() {
     }
     assert_eq!(text, want);
 
-    let json = tach_bin()
+    let json = tach()
         .args(["query", sql])
         .arg(&f)
         .args(["--format", "json"])
@@ -710,7 +707,7 @@ fn cli_formats_schema_explain_and_exit_status() {
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 3);
     assert_eq!(v[0]["n"].as_i64(), ints(&df, "n")[0]);
-    let nd = tach_bin()
+    let nd = tach()
         .args(["query", sql])
         .arg(&f)
         .args(["--format", "ndjson"])
@@ -718,14 +715,14 @@ fn cli_formats_schema_explain_and_exit_status() {
         .unwrap();
     assert_eq!(String::from_utf8(nd.stdout).unwrap().lines().count(), 3);
 
-    let table = tach_bin().args(["query", sql]).arg(&f).output().unwrap();
+    let table = tach().args(["query", sql]).arg(&f).output().unwrap();
     let t = String::from_utf8(table.stdout).unwrap();
     assert!(t.lines().next().unwrap().starts_with("funcname"), "{t}");
     assert_eq!(t.lines().count(), 5);
 
     // Globs: one pattern, several files, one table.
     let pattern = golden("cpu_recursive_*.bin");
-    let g = tach_bin()
+    let g = tach()
         .args(["query", "select count(distinct file) as files from samples"])
         .arg(&pattern)
         .args(["--format", "csv"])
@@ -735,7 +732,7 @@ fn cli_formats_schema_explain_and_exit_status() {
     assert_eq!(String::from_utf8(g.stdout).unwrap(), "files\n4\n");
 
     let out = std::env::temp_dir().join(format!("tach-query-{}.parquet", std::process::id()));
-    let pq = tach_bin()
+    let pq = tach()
         .args(["query", sql])
         .arg(&f)
         .args(["--format", "parquet", "-o"])
@@ -749,10 +746,10 @@ fn cli_formats_schema_explain_and_exit_status() {
     assert!(back.equals(&df));
     let _ = std::fs::remove_file(&out);
 
-    let schema = tach_bin().args(["query", "--schema"]).output().unwrap();
+    let schema = tach().args(["query", "--schema"]).output().unwrap();
     let s = String::from_utf8(schema.stdout).unwrap();
     assert!(s.contains("sample_frames") && s.contains("time_s"));
-    let explain = tach_bin()
+    let explain = tach()
         .args(["query", "--explain", sql])
         .arg(&f)
         .output()
@@ -772,7 +769,7 @@ fn cli_formats_schema_explain_and_exit_status() {
         "select * from read_parquet('/etc/passwd')",
         "select nope from samples",
     ] {
-        let o = tach_bin().args(["query", bad]).arg(&f).output().unwrap();
+        let o = tach().args(["query", bad]).arg(&f).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{bad}");
         assert!(!o.stderr.is_empty());
     }
@@ -783,7 +780,7 @@ fn parquet_export_round_trips_through_polars() {
     let dir = tempfile::tempdir().unwrap();
     let bins = ["threads_mixed.bin", "cpu_recursive.bin"];
     let out = dir.path().join("one.parquet");
-    let st = tach_bin()
+    let st = tach()
         .args(["export", "--parquet", "-o"])
         .arg(&out)
         .arg(golden(bins[0]))
@@ -815,7 +812,7 @@ fn parquet_export_round_trips_through_polars() {
     }
     // Batch: a hive partition per input and table.
     let ds = dir.path().join("ds");
-    let st = tach_bin()
+    let st = tach()
         .args(["export", "--parquet", "--out-dir"])
         .arg(&ds)
         .args(bins.iter().map(|b| golden(b)))
@@ -842,7 +839,7 @@ fn parquet_export_round_trips_through_polars() {
     }
     // Filters apply to samples as they do to every exporter.
     let filtered = dir.path().join("gil.parquet");
-    let st = tach_bin()
+    let st = tach()
         .args([
             "export",
             "--parquet",
@@ -936,7 +933,7 @@ fn parquet_export_filters_keep_the_samples_the_reader_keeps() {
         file.for_each_sample(|s| want += bound.keep(s) as usize)
             .unwrap();
         let out = dir.path().join(format!("{i}.parquet"));
-        let st = tach_bin()
+        let st = tach()
             .args(["export", "--parquet", "-o"])
             .arg(&out)
             .args(*args)

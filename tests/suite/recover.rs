@@ -6,17 +6,12 @@
 //! same samples and tables.
 
 use std::path::Path;
-use std::process::Command;
 
 use tach::journal_path;
 use tach::rewrite::{builder_like, final_flush_order};
 use tach::{ByteOrder, Compression, FrameEntry, TachFile};
 
-use crate::common::{golden_bins, name};
-
-fn tach() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tach"))
-}
+use crate::common::{golden_bins, name, tach};
 
 /// Writes `src`'s samples with a journal beside `out`, syncing every 97 samples, and
 /// abandons the writer.

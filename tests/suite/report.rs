@@ -10,7 +10,7 @@ use std::process::Command;
 use tach::report::{diff, top, DiffOptions, DiffReport, GroupBy, TopOptions, TopReport, Verdict};
 use tach::{SampleFilter, TachFile};
 
-use crate::common::{fed_to_writer, golden_bins, golden_output, golden_path, name, skip};
+use crate::common::{fed_to_writer, golden_bins, golden_output, golden_path, name, skip, tach};
 
 /// (filename, lineno, funcname) -> (direct, cumulative, direct_s, cumulative_s), from
 /// CPython's marshalled pstats read by python3's own marshal.
@@ -205,10 +205,6 @@ fn top_by_function_is_cpythons_collapsed_stacks() {
             .collect();
         assert_eq!(got, want, "{stem}");
     }
-}
-
-fn tach() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tach"))
 }
 
 #[test]

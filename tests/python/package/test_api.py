@@ -1,6 +1,6 @@
 """The Python API (tach.open / query / convert / Writer) and the `tach` entry point,
 checked against the golden files: CPython's own outputs beside each .bin, and the
-CLI's answers. Run by python/tests/run_api.sh, which installs the wheel into a fresh
+CLI's answers. Run by tests/python/run_api.sh, which installs the wheel into a fresh
 venv with polars and pyarrow."""
 
 import gzip
@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 pl = pytest.importorskip(
-    "polars", reason="SKIPPED: polars is not installed (python/tests/run_api.sh installs it)"
+    "polars", reason="SKIPPED: polars is not installed (tests/python/run_api.sh installs it)"
 )
 import tach  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "golden" / "cpython-3.15.2"
+from conftest import GOLDEN, REPO  # noqa: E402
+
+ROOT = Path(REPO)
 BINS = sorted(GOLDEN.glob("*.bin"))
 # The `tach` console command of this environment (the package's entry point).
 TACH = shutil.which("tach", path=os.path.dirname(sys.executable)) or "tach"

@@ -22,7 +22,7 @@ into a directory the chroot's interpreter is pointed at (PYTHONPATH).
 """
 
 import collections
-import glob
+import functools
 import json
 import os
 import re
@@ -33,8 +33,8 @@ import time
 
 import pytest
 
-from conftest import CHROOT, REPO, TACH, ReadyProgram, chroot_ok
-from conftest import read_collapsed as collapsed_counts
+from conftest import CHROOT, REPO, TACH, ReadyProgram, chroot_ok, collapsed_stacks
+from conftest import run_tach
 
 TIMEOUT = 180
 RATE = "200"  # both samplers, per second
@@ -193,14 +193,7 @@ def chroot_target(python, work, text, name, seconds, env=()):
     return ReadyProgram(cmd, work, text, seconds, name=name, timeout=TIMEOUT)
 
 
-def tach(*args, timeout=TIMEOUT):
-    return subprocess.run([TACH, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
-
-
-def read_collapsed(path):
-    """[(frames root first, count)], the `tid:` element left out."""
-    return [([fr for fr in stack.split(";") if not fr.startswith("tid:")], n)
-            for stack, n in collapsed_counts(path).items()]
+tach = functools.partial(run_tach, timeout=TIMEOUT)
 
 
 def function_of(frame):
@@ -231,7 +224,7 @@ def compare(ref_path, ours_path, top=15):
     """The report of the comparison, the largest difference among the `top` largest
     functions and tasks (self and inclusive), and the task chains (root to leaf) that
     hold 1% of the samples in one profile and none in the other."""
-    ref, ours = read_collapsed(ref_path), read_collapsed(ours_path)
+    ref, ours = collapsed_stacks(ref_path), collapsed_stacks(ours_path)
     rs, ri, rc, rn = shares(ref)
     ts, ti, tc, tn = shares(ours)
     lines = [f"samples: CPython {rn}, tach {tn}"]
@@ -311,9 +304,9 @@ def test_same_stacks_as_cpythons_sampler_on_315(program, work, request):
                         "--collapsed", "-o", replayed, os.path.join(run, "tach.tach")],
                        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
-    assert sorted(read_collapsed(replayed)) == sorted(read_collapsed(ours))
+    assert sorted(collapsed_stacks(replayed)) == sorted(collapsed_stacks(ours))
     # Task frames exactly as CPython makes them: file <task>, the task's name, line 0.
-    stacks = read_collapsed(ours)
+    stacks = collapsed_stacks(ours)
     assert any(f.startswith("<task>:Task-1:0") or f.startswith("<task>:server:0")
                for frames, _ in stacks for f in frames[:1]), stacks[:3]
 
@@ -364,7 +357,7 @@ def test_query_selects_by_task_as_cpythons_replay_counts(work):
                        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
     inclusive, running = collections.Counter(), collections.Counter()
-    for frames, n in read_collapsed(replayed):
+    for frames, n in collapsed_stacks(replayed):
         tasks = [function_of(f)[1] for f in frames if f.startswith("<task>:")]
         for task in set(tasks):
             inclusive[task] += n
@@ -429,11 +422,6 @@ def test_task_tree_as_asyncio_ps_shows_it_on_314(work):
         ref = ps_tasks(target.pid)
     assert ours == ref, f"tach:\n{ours}\nasyncio ps:\n{ref}"
     assert ("Task-1", "mid-0", "Task-2", "deep") in ours
-
-
-def pyenv_python(minor):
-    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
-    return found[-1] if found else None
 
 
 PLAIN = """\
@@ -544,7 +532,7 @@ def test_a_task_whose_name_is_not_a_string_is_counted_not_shown(mode, work):
     verify(out)
     coll = os.path.join(work, f"bad-{mode}.collapsed")
     assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
-    names = {f.split(":")[1] for frames, _ in read_collapsed(coll) for f in frames
+    names = {f.split(":")[1] for frames, _ in collapsed_stacks(coll) for f in frames
              if f.startswith("<task>:")}
     assert {"fine-0", "fine-1", "fine-2", "Task-1"} <= names, names
     assert not any(n.startswith(("odd-", "1.5", "2.5", "3.5")) for n in names), names
@@ -558,7 +546,7 @@ def test_a_program_without_asyncio_records_as_without_the_flag(work):
         assert r.returncode == 0, r.stderr
     coll = os.path.join(work, "plain.collapsed")
     assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
-    stacks = read_collapsed(coll)
+    stacks = collapsed_stacks(coll)
     assert sum(n for _, n in stacks) > 100
     assert all(not f.startswith("<task>") for frames, _ in stacks for f in frames)
     assert any(f.startswith("plain.py:work:") or ":work:" in f for frames, _ in stacks for f in frames)
@@ -582,5 +570,5 @@ def test_ten_thousand_tasks_and_loops_closed_while_recording(mode, work):
     verify(out)
     coll = os.path.join(work, f"faults-{mode}.collapsed")
     assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
-    stacks = read_collapsed(coll)
+    stacks = collapsed_stacks(coll)
     assert any(f.startswith("<task>:") for frames, _ in stacks for f in frames), r.stderr

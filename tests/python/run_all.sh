@@ -3,30 +3,46 @@
 # pyenv's and the chroot's interpreters (also --native and --async-aware), tach top's live view driven in tmux, then the
 # in-process suite again, with the same abi3 extension, on pyenv's 3.10 and 3.12 and on
 # the chroot's 3.13, 3.14 and 3.15 (each skipped loudly, not failed, when missing).
-# Usage: python/tests/run_all.sh [pytest args...]     (about 20 minutes on 2 cores)
+# Usage: tests/python/run_all.sh [pytest args...]     (about 20 minutes on 2 cores)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 start=$(date +%s)
-# Each part with the seconds since this script began: the parts CI's 45 minutes go to.
-section() { echo "== $*  [$(($(date +%s) - start)) s into the recorder tests]"; }
+# Each part with the seconds since this script began and, when it ends, how long it took;
+# a table of them at the end: the parts CI's time budget goes to.
+part=""
+part_began=$start
+times=""
+end_section() {
+    [ -n "$part" ] || return 0
+    took=$(($(date +%s) - part_began))
+    echo "== $part: done in $took s"
+    times="$times$(printf '%6d s  %s' "$took" "$part")
+"
+}
+section() {
+    end_section
+    part=$*
+    part_began=$(date +%s)
+    echo "== $*  [$((part_began - start)) s into the recorder tests]"
+}
 section "CPython 3.11 (host)"
 "$here/run.sh" "$@" || status=1
 section "Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
-(cd "$here/../.." && .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_accuracy.py) || status=1
+(cd "$here/../.." && .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_accuracy.py) || status=1
 section "The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
-    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_attach.py) || status=1
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_attach.py) || status=1
 section "Native stacks (--native) from outside and in-process against py-spy --native: pyenv 3.9-3.13, the chroot's 3.13-3.15"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
-    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_native.py) || status=1
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_native.py) || status=1
 section "Async-aware stacks from outside (--async-aware) against CPython's sampler (3.15) and asyncio ps (3.14); by construction and on a real server (3.11-3.13)"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
-    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_async.py \
-    python/tests/test_async_stack.py) || status=1
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_async.py \
+    tests/python/recorder/test_async_stack.py) || status=1
 section "tach top's live view in tmux: pyenv 3.13 here, 3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
-    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" python/tests/test_top_live.py) || status=1
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_top_live.py) || status=1
 for where_version in pyenv:3.10 pyenv:3.12 chroot:3.13 chroot:3.14 chroot:3.15; do
     where=${where_version%%:*}
     v=${where_version#*:}
@@ -41,4 +57,7 @@ for where_version in pyenv:3.10 pyenv:3.12 chroot:3.13 chroot:3.14 chroot:3.15; 
         *) status=1 ;;
     esac
 done
+end_section
+echo "== Recorder tests: time per part"
+printf '%s' "$times"
 exit $status

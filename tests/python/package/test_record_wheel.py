@@ -1,6 +1,6 @@
 """The `tach-record` wheel (packaging/tach-record): the recorder alone, without polars.
 
-Run by python/tests/run_record_wheel.sh inside a fresh virtual environment holding only
+Run by tests/python/run_record_wheel.sh inside a fresh virtual environment holding only
 that wheel and pytest. The program recorded is the standard library's own compileall
 (code nobody here wrote) over a copy of a few stdlib packages.
 """

@@ -4,7 +4,7 @@ Every recorded program runs in a subprocess with a timeout: a deadlock fails the
 (the watchdog) instead of hanging the suite. Files are read back with
 ``tach._native.load``, which runs the full verification of the Rust reader first.
 
-Run: see docs/recorder.md ("Tests"), e.g. ``python/tests/run.sh``.
+Run: see docs/recorder.md ("Tests"), e.g. ``tests/python/run.sh``.
 """
 
 import collections
@@ -26,7 +26,7 @@ HAS_GIL, ON_CPU, UNKNOWN, GIL_REQUESTED, HAS_EXCEPTION, MAIN_THREAD = 1, 2, 4, 8
 
 # CHROOT: the project's own chroot tool (scripts/cpython-chroot); inside the chroot it
 # is absent.
-from conftest import CHROOT, REPO, in_order  # noqa: E402
+from conftest import CHROOT, REPO, in_order, line_in_file  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -76,13 +76,6 @@ def qualname(name):
     return name if HAS_QUALNAME else name.rsplit(".", 1)[-1]
 
 
-def line_of(path, marker):
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if marker in line:
-            return i
-    raise AssertionError(f"{marker!r} not in {path}")
-
-
 def check_header(data, mode="wall", features=(), gc=True):
     assert data["python_version"] == tuple(sys.version_info[:3])
     assert data["mode"] == mode
@@ -122,7 +115,7 @@ def test_cpu_recursion_stacks_lines_and_header(tmp_path):
     # race it are trimmed or taken again, not dropped (CPython 3.15's own sampler
     # drops ~37% of this workload's ticks).
     assert data["stats"]["error_rate"] < 5, data["stats"]
-    fib_line, call_line = line_of(script, "# FIB"), line_of(script, "# CALL")
+    fib_line, call_line = line_in_file(script, "# FIB"), line_in_file(script, "# CALL")
     in_fib = [s for _, _, s in st if s and s[0][1] == "fib"]
     assert len(in_fib) > 0.9 * len(st)
     # Callers are at the recursive call. A sample is read while the thread runs; frames
@@ -318,8 +311,8 @@ def test_eight_threads_sleep_io_cpu(tmp_path):
                 for _, s in samples
             )
     assert sorted(collections.Counter(roles.values()).values()) == [2, 2, 2, 2]
-    sleep_line = line_of(script, "# SLEEP")
-    cpu_line = line_of(script, "# CPU")
+    sleep_line = line_in_file(script, "# SLEEP")
+    cpu_line = line_in_file(script, "# CPU")
     for tid, role in roles.items():
         samples = by_thread[tid]
         if role == "sleeper":
@@ -358,7 +351,7 @@ def test_recursion_deeper_than_1000_keeps_innermost_256(tmp_path):
     """)
     _, data = run_recorded(tmp_path, script)
     st = stacks(data)
-    bottom, recurse = line_of(script, "# BOTTOM"), line_of(script, "# RECURSE")
+    bottom, recurse = line_in_file(script, "# BOTTOM"), line_in_file(script, "# RECURSE")
     # samples at the bottom of the recursion (not while it builds up or unwinds)
     deep_samples = [s for _, _, s in st if s and s[0][1] == "deep" and s[0][2] in (bottom, bottom - 1)]
     assert len(deep_samples) > 500
@@ -400,12 +393,12 @@ def test_generators_and_async(tmp_path):
     """)
     _, data = run_recorded(tmp_path, script)
     st = [s for _, _, s in stacks(data)]
-    gen = [s for s in st if s and s[0] == ("script.py", "numbers", line_of(script, "# GEN"))]
+    gen = [s for s in st if s and s[0] == ("script.py", "numbers", line_in_file(script, "# GEN"))]
     assert len(gen) > 200
     # (the same tolerance for torn stacks as the other stack checks)
     wrong = [s for s in gen if funcs(s)[:3] != ["numbers", "consume", "<module>"]]
     assert len(wrong) <= 0.02 * len(gen), wrong[:3]
-    coro = [s for s in st if s and s[0] == ("script.py", "cpu_task", line_of(script, "# ASYNC"))]
+    coro = [s for s in st if s and s[0] == ("script.py", "cpu_task", line_in_file(script, "# ASYNC"))]
     assert len(coro) > 200
     # the coroutine runs from the event loop, under asyncio.run
     for s in coro:
@@ -712,7 +705,7 @@ def test_exceptions_and_exception_mode(tmp_path):
         main()
     """)
     _, wall = run_recorded(tmp_path, script, out="wall.tach")
-    handling, calm = line_of(script, "# HANDLING"), line_of(script, "# CALM")
+    handling, calm = line_in_file(script, "# HANDLING"), line_in_file(script, "# CALM")
     # The status is read just before the stack, so a transition can fall in between.
     c = collections.Counter()
     for _, status, s in stacks(wall):
@@ -748,7 +741,7 @@ def test_callbacks_from_c_sorted_key(tmp_path):
         main()
     """)
     _, data = run_recorded(tmp_path, script)
-    key_line, sort_line = line_of(script, "# KEY"), line_of(script, "# SORT")
+    key_line, sort_line = line_in_file(script, "# KEY"), line_in_file(script, "# SORT")
     st = [s for _, _, s in stacks(data)]
     in_key = [s for s in st if s and s[0] == ("script.py", "key", key_line)]
     assert len(in_key) > 0.6 * len(st)
@@ -819,7 +812,7 @@ def test_modes_cpu_and_gil(tmp_path):
     # The two sleeping threads are running (or runnable, waiting for a CPU: also "R"
     # in /proc) only for moments: far fewer samples than ticks. (How few depends on
     # the load of the machine.)
-    sleep_line = line_of(script, "# SLEEP")
+    sleep_line = line_in_file(script, "# SLEEP")
     asleep = sum(1 for _, _, s in st if s and s[0] == ("script.py", "sleeper", sleep_line))
     ticks = cpu["stats"]["sample_rate"] * cpu["stats"]["duration_sec"]
     assert asleep < 0.5 * 2 * ticks, (asleep, ticks)
@@ -947,7 +940,7 @@ def test_gc_stress_with_execd_functions(tmp_path):
     # collections show as a <GC> frame, on top of the code that triggered them
     gc_frames = [i for i, f in enumerate(data["frames"]) if f[:2] == ("~", "<GC>")]
     assert len(gc_frames) == 1 and data["frames"][gc_frames[0]][2:] == (None,) * 5
-    collect = line_of(script, "# COLLECT")
+    collect = line_in_file(script, "# COLLECT")
     in_gc = [s for _, _, s in stacks(data) if s and s[0][1] == "<GC>"]
     assert len(in_gc) > 20
     assert sum(1 for s in in_gc if s[1] == ("script.py", "<module>", collect)) > 0.5 * len(in_gc)

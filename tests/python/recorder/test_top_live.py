@@ -7,11 +7,10 @@ Debian CPython 3.15 (the host's tach reads a process in the chroot through
 /proc/PID/root; for the ``-- python`` form tach runs in the chroot too). One of the
 accuracy harness's real PyPI programs (pygments) runs under the ``-- python`` form.
 
-Run by python/tests/run_all.sh, with TACH_BIN naming the tach binary (default
+Run by tests/python/run_all.sh, with TACH_BIN naming the tach binary (default
 target/debug/tach). Without tmux (and no way to install it) every test skips, loudly.
 """
 
-import glob
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import CHROOT, REPO, TACH, THREADS_MIXED, ReadyProgram, chroot_ok
+from conftest import CHROOT, REPO, TACH, THREADS_MIXED, ReadyProgram, chroot_ok, pyenv_python
 
 sys.path.insert(0, os.path.join(REPO, "python", "bench"))
 import accuracy  # noqa: E402  (python/bench/accuracy.py)
@@ -350,9 +349,9 @@ def test_errors_are_those_of_tach_record(work, tmux):
     # has one.
     old = None
     for minor in (8, 7):
-        found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
+        found = pyenv_python(minor)
         if found:
-            old = subprocess.Popen([found[-1], "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+            old = subprocess.Popen([found, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
                                    stdout=subprocess.PIPE, text=True)
             assert old.stdout.readline().strip() == "ready"
             cases.append((old.pid, [], True))

@@ -11,28 +11,23 @@ a busy 2-core machine holds: the largest gap at most 3 points (quiet, the record
 jinja2, 3.9-8.9 on pyflakes) and at
 most 1% of ticks with errors.
 
-Run by python/tests/run_all.sh on the host's interpreter, with py-spy from PyPI.
+Run by tests/python/run_all.sh on the host's interpreter, with py-spy from PyPI.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, installed_pyspy
 
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 PROGRAMS = ("networkx", "pyflakes", "jinja2", "pygments")
 
 
 def pyspy():
-    exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if not os.path.exists(exe):
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=False)
-    if not os.path.exists(exe):
-        pytest.skip("SKIPPED: accuracy: py-spy could not be installed from PyPI")
+    exe = installed_pyspy("accuracy")
     probe = subprocess.run([exe, "record", "-d", "1", "-o", os.devnull, "--format", "raw", "--",
                             sys.executable, "-c", "import time; time.sleep(1.5)"],
                            capture_output=True, text=True)

@@ -13,6 +13,7 @@ Run with TACH_BIN naming the tach binary (default target/debug/tach; the accurac
 is meant for a release build: a debug build's sampler falls behind).
 """
 
+import functools
 import glob
 import json
 import os
@@ -25,7 +26,7 @@ import time
 
 import pytest
 
-from conftest import CHROOT, REPO, TACH, chroot_ok, in_order, read_collapsed
+from conftest import CHROOT, REPO, TACH, chroot_ok, collapsed_counts, in_order, pyenv_python, run_tach
 
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 VENV = os.path.join(REPO, ".venv-native-3.12")
@@ -37,16 +38,15 @@ with open(os.path.join(REPO, "tests", "data", "native", "mixed.py")) as _f:
     PROGRAM = _f.read()
 
 
-def pyenv(version="3.12"):
-    found = sorted(glob.glob(os.path.expanduser(
-        f"~/.pyenv/versions/{version}.*/bin/python{version}")))
-    if not found:
+def pyenv_or_skip(version="3.12"):
+    python = pyenv_python(int(version.split(".")[1]))
+    if python is None:
         pytest.skip(f"SKIPPED: native: no pyenv CPython {version} here")
-    return found[-1]
+    return python
 
 
 def pyenv312():
-    return pyenv("3.12")
+    return pyenv_or_skip("3.12")
 
 
 def venv():
@@ -76,10 +76,7 @@ def has_orjson(py):
     return imports()
 
 
-def tach(*args):
-    if not os.path.exists(TACH):
-        pytest.fail(f"no tach binary at {TACH} (cargo build, or set TACH_BIN)")
-    return subprocess.run([TACH, *args], capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+tach = functools.partial(run_tach, timeout=TIMEOUT)
 
 
 def stack_lines(path):
@@ -87,7 +84,7 @@ def stack_lines(path):
     out = path + ".collapsed"
     p = tach("export", "--collapsed", "-o", out, path)
     assert p.returncode == 0, p.stderr
-    return read_collapsed(out)
+    return collapsed_counts(out)
 
 
 def funcs(stack):
@@ -132,7 +129,7 @@ def check_mixed_stacks(out):
 def test_record_native_on_pyenv_mixes_native_and_python_frames(tmp_path, version):
     """From outside on pyenv's builds (no frame pointers: CFI), whose eval loop is found
     by name before 3.12 (no entry frame on the C stack) and by entry frame from 3.12."""
-    py = pyenv(version)
+    py = pyenv_or_skip(version)
     out, stderr = record([py], str(tmp_path), 5 if version == "3.12" else 2)
     check_mixed_stacks(out)
     m = re.search(r"\(([\d.]+)% ticks with errors", stderr)
@@ -263,7 +260,7 @@ def test_native_on_315_python_part_equals_cpython_native(work, where):
         ours_cmd = [TACH, "record", "--native", "--no-gc", "-r", "200", "--pid", "PID", "-o", out]
         program = [CHROOT, "run", "--", "python3.15", script, "8", go]
         if where == "in-process":
-            # The one abi3 extension python/tests/run.sh built into python/tach/.
+            # The one abi3 extension tests/python/run.sh built into python/tach/.
             if not glob.glob(os.path.join(REPO, "python", "tach", "_native*.so")):
                 pytest.skip("SKIPPED: native in-process on 3.15: no built extension in python/tach")
             program = [CHROOT, "run", "--", "env", f"PYTHONPATH={REPO}/python", "python3.15", "-m",
@@ -564,7 +561,7 @@ def test_all_threads_records_threads_without_python_as_gdb_sees_them(tmp_path):
         assert tach("verify", out).returncode == 0
         collapsed = os.path.join(tmp_path, "blas.txt")
         assert tach("export", "--collapsed", "-o", collapsed, out).returncode == 0
-        workers = {stack for stack in read_collapsed(collapsed)
+        workers = {stack for stack in collapsed_counts(collapsed)
                    if not stack.startswith(f"tid:{proc.pid};")}
         assert any(":blas_thread_server:" in s for s in workers), sorted(workers)[:5]
         # No Python frame in a worker's stack.
@@ -639,7 +636,7 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
     if where == "outside":
         how = ["--attach", TACH]
     else:
-        # The one abi3 extension python/tests/run.sh built into python/tach/.
+        # The one abi3 extension tests/python/run.sh built into python/tach/.
         if not glob.glob(os.path.join(REPO, "python", "tach", "_native*.so")):
             pytest.skip("SKIPPED: native in-process: no built extension in python/tach")
         how = ["--tach-path", os.path.join(REPO, "python")]

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Runs the recorder's test suite in-process on another CPython, with the one abi3
-# extension that python/tests/run.sh built into python/tach/. Nothing is rebuilt: the
+# extension that tests/python/run.sh built into python/tach/. Nothing is rebuilt: the
 # recorder picks the interpreter's layout at run time, from tables in the repository.
 #
-# Usage: python/tests/run_on.sh pyenv 3.10|3.12|...   [pytest args...]   (on this host)
-#        python/tests/run_on.sh chroot 3.13|3.14|3.15 [pytest args...]   (CPython chroot)
+# Usage: tests/python/run_on.sh pyenv 3.10|3.12|...   [pytest args...]   (on this host)
+#        tests/python/run_on.sh chroot 3.13|3.14|3.15 [pytest args...]   (CPython chroot)
 # Exit status 3 when that interpreter is not available here (the caller skips loudly).
 set -eu
 where=$1
@@ -13,7 +13,7 @@ shift 2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 if ! ls python/tach/_native*.so >/dev/null 2>&1; then
-    echo "no built extension in python/tach/ (python/tests/run.sh builds it)" >&2
+    echo "no built extension in python/tach/ (tests/python/run.sh builds it)" >&2
     exit 1
 fi
 # pytest is pure Python: borrow the host venv's copy.
@@ -30,7 +30,7 @@ case $where in
         fi
         site=""
         set -- "$venv/bin/python" -m pytest -p no:cacheprovider --basetemp="$root/.pytest-tmp-$ver" \
-            python/tests/test_record.py "$@"
+            tests/python/recorder/test_record.py "$@"
         ;;
     chroot)
         # The project's own chroot tool; the chroot sees the checkout at the same path.
@@ -39,7 +39,7 @@ case $where in
         [ -x "$("$chroot_tool" path)/usr/bin/python$ver" ] || exit 3
         set -- "$chroot_tool" run -- env PYTHONPATH="$root/python:$site" \
             TACH_SKIP_LOG="${TACH_SKIP_LOG:-}" "python$ver" -m pytest -p no:cacheprovider \
-            --basetemp="$root/.pytest-tmp-$ver" python/tests/test_record.py "$@"
+            --basetemp="$root/.pytest-tmp-$ver" tests/python/recorder/test_record.py "$@"
         ;;
     *)
         echo "usage: $0 pyenv|chroot VERSION [pytest args...]" >&2

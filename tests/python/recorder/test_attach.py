@@ -13,12 +13,12 @@ collapsed stacks (names, files, lines) must equal tach's own rendering.
 Accuracy on real programs against py-spy is python/bench/accuracy.py with ``--attach``
 (test_attach_accuracy_against_pyspy below).
 
-Run by python/tests/run_all.sh with the host's .venv (which has the tach package, for
+Run by tests/python/run_all.sh with the host's .venv (which has the tach package, for
 ``_native.load``), and TACH_BIN naming the tach binary (default target/debug/tach).
 """
 
 import collections
-import glob
+import functools
 import json
 import os
 import re
@@ -32,8 +32,8 @@ import pytest
 
 from tach import _native
 
-from conftest import CHROOT, REPO, TACH, THREADS_MIXED, ReadyProgram, chroot_ok, read_collapsed
-from conftest import line_of as line_in
+from conftest import CHROOT, REPO, TACH, THREADS_MIXED, ReadyProgram, chroot_ok, collapsed_counts
+from conftest import installed_pyspy, line_in_text, pyenv_python, run_tach
 
 HARNESS = os.path.join(REPO, "python", "bench", "accuracy.py")
 TIMEOUT = 120
@@ -43,20 +43,11 @@ HAS_GIL, ON_CPU, UNKNOWN, GIL_REQUESTED, HAS_EXCEPTION, MAIN_THREAD = 1, 2, 4, 8
 TARGET = THREADS_MIXED
 
 
-def line_of(marker):
-    return line_in(TARGET, marker)
-
-
-def pyenv(minor):
-    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
-    return found[-1] if found else None
-
-
 def interpreters():
     """(id, command prefix, in the chroot) for every interpreter tach attaches to."""
     out = []
     for minor in (9, 10, 11, 12, 13):
-        host = pyenv(minor)
+        host = pyenv_python(minor)
         out.append((f"host-3.{minor}", [host] if host else None, False))
     have_chroot = chroot_ok()
     for v in ("3.13", "3.14", "3.15"):
@@ -76,8 +67,7 @@ def need(interp):
     return cmd
 
 
-def tach(*args, timeout=TIMEOUT, cwd=REPO):
-    return subprocess.run([TACH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+tach = functools.partial(run_tach, timeout=TIMEOUT)
 
 
 def stacks(data):
@@ -102,8 +92,8 @@ def replay_count(path):
     ours = path + ".tach-collapsed"
     t = tach("export", "--collapsed", "-o", ours, path)
     assert t.returncode == 0, t.stderr
-    assert read_collapsed(out) == read_collapsed(ours)
-    return sum(read_collapsed(out).values())
+    assert collapsed_counts(out) == collapsed_counts(ours)
+    return sum(collapsed_counts(out).values())
 
 
 def full_version(cmd):
@@ -127,18 +117,18 @@ def well_formed(stack):
     names = [f[0] for f in stack]
     return (
         names == ["leaf", "middle", "<module>"]
-        and stack[0][1] in (line_of("# LEAF"), line_of("# LEAF") - 1)
-        and stack[1][1] == line_of("# MIDDLE")
-        and stack[2][1] == line_of("# LOOP")
+        and stack[0][1] in (line_in_text(TARGET, "# LEAF"), line_in_text(TARGET, "# LEAF") - 1)
+        and stack[1][1] == line_in_text(TARGET, "# MIDDLE")
+        and stack[2][1] == line_in_text(TARGET, "# LOOP")
     )
 
 
 def consistent(stack):
     """A moment of the main loop: well formed, or between leaf's calls."""
     return well_formed(stack) or stack in (
-        [("middle", line_of("# MIDDLE")), ("<module>", line_of("# LOOP"))],
-        [("<module>", line_of("# LOOP"))],
-        [("<module>", line_of("# LOOP") - 1)],
+        [("middle", line_in_text(TARGET, "# MIDDLE")), ("<module>", line_in_text(TARGET, "# LOOP"))],
+        [("<module>", line_in_text(TARGET, "# LOOP"))],
+        [("<module>", line_in_text(TARGET, "# LOOP") - 1)],
     )
 
 
@@ -172,7 +162,7 @@ def test_dump_shows_every_threads_stack_and_status(interp, work):
     assert len(sleepers) == 10
     for s in sleepers:
         assert s["frames"][0]["function"] == "sleeper"
-        assert s["frames"][0]["line"] == line_of("# SLEEP")
+        assert s["frames"][0]["line"] == line_in_text(TARGET, "# SLEEP")
         assert s["frames"][-1]["function"] == bootstrap_name(interp)
     # Asleep in time.sleep most of the time: without the GIL and off CPU. It wakes every
     # 20 ms and may then wait up to the 5 ms switch interval for the GIL, so not always.
@@ -412,7 +402,7 @@ def test_a_pid_that_is_not_python_or_gone_gets_a_clear_error(work):
 
 @pytest.mark.parametrize("minor", [7, 8])
 def test_unsupported_versions_are_named(minor, work):
-    python = pyenv(minor)
+    python = pyenv_python(minor)
     if python is None:
         pytest.skip(f"SKIPPED: attach error on 3.{minor}: no pyenv CPython 3.{minor} here")
     target = subprocess.Popen([python, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
@@ -549,7 +539,7 @@ def test_attach_accuracy_against_pyspy(minor, programs, tmp_path):
     load of 10). Both at 1 kHz: tach is outside, so
     py-spy's stops do not hold its sampler, and at 200 Hz py-spy's own sampling noise
     (about 1 point on a share near 50%) was most of the gap."""
-    python = pyenv(minor)
+    python = pyenv_python(minor)
     if python is None:
         pytest.skip(f"SKIPPED: attach accuracy: no pyenv CPython 3.{minor} here")
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
@@ -560,11 +550,7 @@ def test_attach_accuracy_against_pyspy(minor, programs, tmp_path):
         # points between runs on every version, 3.13 included. Not a measurement.
         pytest.skip(f"SKIPPED: attach accuracy on 3.{minor}: load {load:.1f} on {cores} "
                     "cores, py-spy and tach starve each other")
-    pyspy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if not os.path.exists(pyspy):
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=False)
-    if not os.path.exists(pyspy):
-        pytest.skip("SKIPPED: attach accuracy: py-spy could not be installed from PyPI")
+    installed_pyspy("attach accuracy")
     out = tmp_path / "accuracy.json"
     run = subprocess.run(
         [sys.executable, HARNESS, "--programs", programs, "--seconds", "15",

@@ -27,15 +27,17 @@ missing.
 """
 
 import collections
+import functools
 import os
 import re
 import subprocess
 
 import pytest
 
-from conftest import CHROOT, REPO, TACH, ReadyProgram, chroot_ok
-from test_async import BAD_NAMES, FAULTS, PLAIN, SERVER, function_of, pyenv_python
-from test_async import pinned_site, read_collapsed, summary_errors, verify
+from conftest import CHROOT, TACH, ReadyProgram, chroot_ok, collapsed_stacks
+from conftest import pyenv_python, run_tach
+from test_async import BAD_NAMES, FAULTS, PLAIN, SERVER, function_of
+from test_async import pinned_site, summary_errors, verify
 from test_async import site  # noqa: F401  (the fixture with the server's wheels)
 
 TIMEOUT = 180
@@ -96,8 +98,7 @@ asyncio.run(main(float(sys.argv[1])))
 HAVE_CHROOT = chroot_ok()
 
 
-def tach(*args):
-    return subprocess.run([TACH, *args], capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+tach = functools.partial(run_tach, timeout=TIMEOUT)
 
 
 def interpreter(where):
@@ -123,7 +124,7 @@ def record(pid, out, seconds):
     errors = float(re.search(r"([0-9.]+)% ticks with errors", r.stderr).group(1))
     e = tach("export", "--collapsed", "-o", out + ".collapsed", out)
     assert e.returncode == 0, e.stderr
-    return read_collapsed(out + ".collapsed"), errors, r.stderr
+    return collapsed_stacks(out + ".collapsed"), errors, r.stderr
 
 
 def tasks_of(frames):
@@ -195,7 +196,7 @@ def test_each_tasks_work_is_under_its_task(where, work):
                     wrong.append((frames, n))
                 else:
                     share[name] += n
-    ref, ref_total = coroutine_shares(read_collapsed(plain_out + ".collapsed"))
+    ref, ref_total = coroutine_shares(collapsed_stacks(plain_out + ".collapsed"))
     ours_total = sum(share.values())
     ours = {coro: 100.0 * share[name] / ours_total for coro, name in work_of.values()}
     report = ", ".join(f"{coro} {ref.get(coro, 0):.1f}/{ours[coro]:.1f}"
@@ -306,7 +307,7 @@ def test_faults_and_programs_without_asyncio(where, work):
         verify(out)
         coll = out + ".collapsed"
         assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
-        return read_collapsed(coll), r.stderr
+        return collapsed_stacks(coll), r.stderr
 
     # Three of six working tasks named by a float (written into the task): their
     # samples are dropped and counted, the others recorded.
@@ -370,7 +371,7 @@ def test_task_stacks_have_no_gc_frame(where, work):
         _, plain_err = plain.communicate(timeout=TIMEOUT)
     assert plain.returncode == 0, plain_err
     assert tach("export", "--collapsed", "-o", plain_out + ".c", plain_out).returncode == 0
-    plain_stacks = read_collapsed(plain_out + ".c")
+    plain_stacks = collapsed_stacks(plain_out + ".c")
     in_gc = sum(n for frames, n in plain_stacks if any(f.startswith("<GC>") for f in frames))
     total = sum(n for _, n in stacks)
     tasked = sum(n for frames, n in stacks if tasks_of(frames) == ["churn"])

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Builds the full `tach` wheel ONCE (a dev build, as every Python test uses; abi3, so one
+# wheel serves every CPython from 3.10) for the test runners to install instead of each
+# building the extension again: run_api.sh into its fresh venv, run.sh into .venv and
+# python/tach/ (where run_on.sh's other interpreters find it). Building it twice cost CI a
+# whole build of the extension: each venv's interpreter is part of pyo3's fingerprint, so
+# `pip install .` in one venv and `maturin develop` in another rebuild everything from pyo3
+# up. Prints the wheel's path (and nothing else) on stdout.
+# Usage: TACH_WHEEL=$(tests/python/build_wheel.sh) tests/python/run_all.sh ...
+# Env: CARGO_TARGET_DIR is honoured (the wheel goes to its wheels-dev/).
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+tools="$root/.venv-maturin"
+if ! "$tools/bin/maturin" --version >/dev/null 2>&1; then
+    python3 -m venv "$tools"
+    "$tools/bin/pip" install -q --disable-pip-version-check maturin >&2
+fi
+wheels="${CARGO_TARGET_DIR:-$root/target}/wheels-dev"
+rm -rf "$wheels"
+started=$(date +%s)
+"$tools/bin/maturin" build --quiet --profile dev -o "$wheels" >&2
+echo "the tach wheel built (maturin build --profile dev) in $(($(date +%s) - started)) s" >&2
+ls "$wheels"/tach-*.whl
