@@ -11,12 +11,11 @@
 //! Small blocks are not advised one by one (that would split the heap into many
 //! mappings): they get huge pages through the heap. [`HugePageAlloc::reserve_heap`]
 //! (called first thing by `main`) has glibc's heap grow once by a reserve advised onto
-//! huge pages, and has every thread allocate from it. Measured on a 2.8 M-sample
-//! recording's collapsed export (docs/performance.md, "collapsed, fifth pass"): 2,527
-//! page faults a run -> 230-300, paired 0.88x CPU and 0.89x wall with the export's other
-//! change of that pass; a fault costs about 2 us on these virtual machines, so the faults
-//! of 10 MB of fresh memory (the zstd window, the decoder's buffers, the stack tables)
-//! were a tenth of the export.
+//! huge pages, and has every thread allocate from it. A page fault costs about 2 us on
+//! the virtual machines tach is measured on, so the faults of the 10 MB of fresh memory
+//! a big recording's collapsed export touches (the zstd window, the decoder's buffers,
+//! the stack tables) were a tenth of its time; the reserve takes them from about 2,500
+//! a run to about 250 (benches/HISTORY.md, "collapsed").
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
