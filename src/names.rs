@@ -86,6 +86,54 @@ impl<E: ValueEnum + Clone + Send + Sync + 'static> TypedValueParser for Parser<E
     }
 }
 
+/// A value of `E` deserialized from its name, with [`parse`]'s message on a bad one: the
+/// Python front ends fill the same specs through serde that clap fills from flags.
+pub fn deserialize<'de, D, E>(deserializer: D, what: &str) -> Result<E, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    E: ValueEnum,
+{
+    let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+    parse(what, &text).map_err(serde::de::Error::custom)
+}
+
+/// `#[serde(deserialize_with = ...)]` functions for optional named values, one per
+/// kind of name (what the messages call it), generic over the enum so that this module
+/// knows none of the types it names.
+pub mod optional {
+    use serde::{Deserialize, Deserializer};
+
+    fn named<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+        deserializer: D,
+        what: &str,
+    ) -> Result<Option<E>, D::Error> {
+        match Option::<String>::deserialize(deserializer)? {
+            None => Ok(None),
+            Some(text) => super::parse(what, &text)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+
+    pub fn mode<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+        d: D,
+    ) -> Result<Option<E>, D::Error> {
+        named(d, "mode")
+    }
+
+    pub fn compression<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+        d: D,
+    ) -> Result<Option<E>, D::Error> {
+        named(d, "compression")
+    }
+
+    pub fn async_mode<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+        d: D,
+    ) -> Result<Option<E>, D::Error> {
+        named(d, "async mode")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{open_all, stdout_error, CliError, ExitCode, FilterArgs, SUCCESS};
+use super::{open_all, stdout_error, CliError, ExitCode, SUCCESS};
 use crate::names;
 use crate::report;
 
@@ -24,23 +24,10 @@ pub(super) struct DiffArgs {
     /// The new runs.
     #[arg(long, num_args = 1.., conflicts_with = "pair", requires = "base")]
     new: Vec<PathBuf>,
-    /// What one row stands for.
-    #[arg(long, default_value = "function", value_parser = names::parser::<report::GroupBy>(report::GroupBy::WHAT))]
-    by: report::GroupBy,
-    /// Which share to compare.
-    #[arg(long, default_value = "self", value_parser = names::parser::<report::Metric>(report::Metric::WHAT))]
-    metric: report::Metric,
     #[command(flatten)]
-    filter: FilterArgs,
-    /// Family-wise error rate (Holm correction over the compared keys).
-    #[arg(long, default_value_t = 0.01)]
-    alpha: f64,
-    /// Compare only keys with at least this share (percent) on a side.
-    #[arg(long, default_value_t = 0.5, value_name = "PERCENT")]
-    min_share: f64,
-    /// Never call a change smaller than this many percentage points.
-    #[arg(long, default_value_t = 0.5, value_name = "POINTS")]
-    min_change: f64,
+    options: report::DiffOptions,
+    #[command(flatten)]
+    filter: report::FilterSpec,
     /// Show the first N rows.
     #[arg(short, long, value_name = "N")]
     limit: Option<usize>,
@@ -61,14 +48,7 @@ pub(super) fn run(args: DiffArgs) -> Result<ExitCode, CliError> {
             ))
         }
     };
-    let options = report::DiffOptions {
-        by: args.by,
-        metric: args.metric,
-        alpha: args.alpha,
-        min_share_pct: args.min_share,
-        min_change_points: args.min_change,
-        ..Default::default()
-    };
+    let options = args.options;
     let format = args.format;
     let filter = args.filter.build()?;
     let (base, new) = (open_all(&base)?, open_all(&new)?);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{CliError, ExitCode, FilterArgs, FAILURE, SUCCESS};
+use super::{CliError, ExitCode, FAILURE, SUCCESS};
 use crate::export::{self, batch, ExportOptions};
 use crate::tach::{SampleFilter, TachFile};
 
@@ -35,7 +35,7 @@ pub(super) struct ExportArgs {
     #[arg(long, requires = "out_dir")]
     replace: bool,
     #[command(flatten)]
-    filter: FilterArgs,
+    filter: crate::report::FilterSpec,
     /// Title for formats that show one (default: the input file name).
     #[arg(long)]
     title: Option<String>,

@@ -20,10 +20,10 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use crate::export::ExportError;
-use crate::tach::{SampleFilter, TachError, TachFile};
+use crate::tach::{TachError, TachFile};
 
 /// Why a command failed. The exit status follows from it, the same for every command:
 /// 1 for a bad or unreadable input (or any other failure of the work itself), 2 for a
@@ -158,34 +158,6 @@ enum Command {
     ///
     /// A recording killed or crashed leaves OUT.tach.journal beside OUT.tach.
     Recover(recover::RecoverArgs),
-}
-
-#[derive(Args)]
-struct FilterArgs {
-    /// Keep only this thread id (repeatable).
-    #[arg(long = "thread", value_name = "TID")]
-    threads: Vec<u64>,
-    /// Keep samples from this many seconds after the first sample.
-    #[arg(long, value_name = "SECONDS")]
-    start: Option<f64>,
-    /// Keep samples before this many seconds after the first sample.
-    #[arg(long, value_name = "SECONDS")]
-    end: Option<f64>,
-    /// Keep samples whose status has this flag: on-cpu, has-gil, gil-requested,
-    /// has-exception, main-thread, unknown, or no-FLAG (repeatable).
-    #[arg(long, value_name = "FLAG")]
-    status: Vec<String>,
-}
-
-impl FilterArgs {
-    fn build(&self) -> Result<SampleFilter, CliError> {
-        Ok(SampleFilter::from_options(
-            &self.threads,
-            self.start,
-            self.end,
-            &self.status,
-        )?)
-    }
 }
 
 fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {

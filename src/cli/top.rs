@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{open_all, stdout_error, CliError, ExitCode, FilterArgs, SUCCESS};
+use super::{open_all, stdout_error, CliError, ExitCode, SUCCESS};
 use crate::names;
 use crate::record::options::{RecordCommand, RecordSpec};
 use crate::report;
@@ -30,22 +30,12 @@ pub(super) struct TopArgs {
     /// TACH files (or, for the live view, --pid PID or -- PROGRAM).
     #[arg(required_unless_present_any = ["pid", "argv"], conflicts_with = "RecordSpec")]
     files: Vec<PathBuf>,
-    /// The order of the rows (largest first, except by name).
-    #[arg(long, default_value = "self", value_parser = names::parser::<report::SortBy>(report::SortBy::WHAT))]
-    sort: report::SortBy,
-    /// Show the first N rows.
-    #[arg(short, long, value_name = "N")]
-    limit: Option<usize>,
     #[command(flatten)]
-    filter: FilterArgs,
-    /// What one row stands for.
-    #[arg(long, default_value = "function", value_parser = names::parser::<report::GroupBy>(report::GroupBy::WHAT))]
-    by: report::GroupBy,
+    options: report::TopOptions,
+    #[command(flatten)]
+    filter: report::FilterSpec,
     #[arg(long, default_value = "table", value_parser = names::parser::<report::Format>(report::Format::WHAT))]
     format: report::Format,
-    /// One row per file and key (a file column) instead of summing the files.
-    #[arg(long)]
-    per_file: bool,
     /// Live view: attach to this running Python process (CPython 3.9-3.15).
     #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "files"], conflicts_with_all = FILE_OPTIONS, help_heading = "Live view")]
     pid: Option<i32>,
@@ -72,8 +62,8 @@ const FILE_OPTIONS: [&str; 7] = [
 /// `tach top --pid` / `tach top -- PROGRAM`: the live view.
 fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {
     let command = crate::live::LiveCommand {
-        sort: args.sort,
-        by: args.by,
+        sort: args.options.sort,
+        by: args.options.by,
         record: RecordCommand {
             pid: args.pid,
             ..RecordCommand::new(args.recording, args.argv)
@@ -86,12 +76,7 @@ pub(super) fn run(args: TopArgs) -> Result<ExitCode, CliError> {
     if args.pid.is_some() || !args.argv.is_empty() {
         return top_live(args);
     }
-    let options = report::TopOptions {
-        by: args.by,
-        sort: args.sort,
-        limit: args.limit,
-        per_file: args.per_file,
-    };
+    let options = args.options;
     let format = args.format;
     let filter = args.filter.build()?;
     let files = open_all(&args.files)?;

@@ -14,32 +14,19 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::arrow::ArrowStream;
+use super::convert::{keywords, spec};
+use super::errors::{tach_error, TachError};
 use crate::export::{self, batch, ExportError, ExportOptions, Exporter, OptionError};
 use crate::query::{QueryEngine, QueryError};
+use crate::report::FilterSpec;
 use crate::tach::info::FileInfo;
 use crate::tach::{SampleFilter, TachFile};
 
-pyo3::create_exception!(
-    tach,
-    TachError,
-    PyValueError,
-    "A TACH file could not be read, written or converted (the CLI's message)."
-);
-
 /// How often a waiting call checks for Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
-
-pub fn tach_error(e: crate::tach::TachError) -> PyErr {
-    if let crate::tach::TachError::Io { source, .. } = &e {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            return PyFileNotFoundError::new_err(e.to_string());
-        }
-    }
-    TachError::new_err(e.to_string())
-}
 
 fn query_error(e: QueryError) -> PyErr {
     match e {
@@ -96,20 +83,13 @@ pub(super) fn interruptible<T: Send + 'static>(
     }
 }
 
-/// The CLI's sample filter from Python keyword arguments.
-pub(super) fn filter(
-    threads: Option<Vec<u64>>,
-    start: Option<f64>,
-    end: Option<f64>,
-    status: Option<Vec<String>>,
-) -> PyResult<SampleFilter> {
-    SampleFilter::from_options(
-        &threads.unwrap_or_default(),
-        start,
-        end,
-        &status.unwrap_or_default(),
-    )
-    .map_err(|e| TachError::new_err(e.to_string()))
+/// The sample filter of an export from its keyword arguments ([`FilterSpec`]'s fields,
+/// through the one converter), checked as the CLI checks `--thread/--start/...`.
+pub(super) fn filter(function: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<SampleFilter> {
+    let given = keywords(function, kwargs, crate::report::field_names::<FilterSpec>())?;
+    spec::<FilterSpec>(function, &given)?
+        .build()
+        .map_err(|e| TachError::new_err(e.to_string()))
 }
 
 fn exporter(format: &str) -> PyResult<&'static dyn Exporter> {
@@ -210,23 +190,18 @@ impl NativeProfile {
     /// `bytes` for a binary format, `str` for the others ([`Exporter::binary`]).
     /// `options`: the format's own options by name, with their values as `tach export`
     /// takes them, applied and checked by the registry as there.
-    #[pyo3(signature = (format, path=None, *, threads=None, start=None, end=None,
-                        status=None, title=None, options=Vec::new()))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (format, path=None, *, title=None, options=Vec::new(), **filters))]
     fn export<'py>(
         &self,
         py: Python<'py>,
         format: &str,
         path: Option<PathBuf>,
-        threads: Option<Vec<u64>>,
-        start: Option<f64>,
-        end: Option<f64>,
-        status: Option<Vec<String>>,
         title: Option<String>,
         options: Vec<(String, Vec<String>)>,
+        filters: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let exporter = exporter(format)?;
-        let filter = filter(threads, start, end, status)?;
+        let filter = filter("export()", filters)?;
         let options = export_options(exporter, title, &options)?;
         let engine = self.engine.clone();
         let input = self.path.clone();
@@ -272,9 +247,10 @@ fn export_options(
     let given = given.iter().map(|(name, v)| (name.as_str(), v.as_slice()));
     export::apply_options(exporter, given, &mut options).map_err(|e| match e {
         OptionError::Unknown { name } => {
-            let mut known: Vec<String> = ["threads", "start", "end", "status", "title"]
-                .into_iter()
-                .map(String::from)
+            let mut known: Vec<String> = crate::report::field_names::<FilterSpec>()
+                .iter()
+                .chain(&["title"])
+                .map(|n| n.to_string())
                 .collect();
             known.extend(export::option_names().iter().map(|n| n.replace('-', "_")));
             PyTypeError::new_err(format!("unknown filter {name}: use {}", known.join(", ")))
@@ -299,8 +275,8 @@ fn query(py: Python<'_>, sql: String, paths: Vec<PathBuf>) -> PyResult<ArrowStre
 /// (default: all cores). Returns (input, output, error message or None) per input, in
 /// input order; a bad file does not stop the others.
 #[pyfunction]
-#[pyo3(signature = (paths, format, out_dir, workers=None, *, threads=None, start=None,
-                    end=None, status=None, title=None, options=Vec::new()))]
+#[pyo3(signature = (paths, format, out_dir, workers=None, *, title=None, options=Vec::new(),
+                    **filters))]
 #[allow(clippy::too_many_arguments)]
 fn convert(
     py: Python<'_>,
@@ -308,15 +284,12 @@ fn convert(
     format: &str,
     out_dir: PathBuf,
     workers: Option<usize>,
-    threads: Option<Vec<u64>>,
-    start: Option<f64>,
-    end: Option<f64>,
-    status: Option<Vec<String>>,
     title: Option<String>,
     options: Vec<(String, Vec<String>)>,
+    filters: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Vec<(PathBuf, PathBuf, Option<String>)>> {
     let exporter = exporter(format)?;
-    let filter = filter(threads, start, end, status)?;
+    let filter = filter("convert()", filters)?;
     let options = export_options(exporter, title, &options)?;
     if workers == Some(0) {
         return Err(PyValueError::new_err("workers must be at least 1"));

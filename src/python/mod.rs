@@ -12,6 +12,9 @@ use pyo3::prelude::*;
 mod api;
 #[cfg(feature = "query")]
 mod arrow;
+mod convert;
+#[cfg(feature = "query")]
+mod errors;
 mod record;
 #[cfg(feature = "query")]
 mod report;
@@ -31,6 +34,7 @@ fn cli_main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HAS_QUERY", cfg!(feature = "query"))?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    convert::register(m)?;
     record::register(m)?;
     #[cfg(feature = "query")]
     {

@@ -12,7 +12,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::names;
+use serde_json::Value;
+
+use super::convert::{self, Data};
 use crate::record::options::{CellArgs, RecordSpec};
 use crate::record::{this_process, RecordStats, Session, Types};
 use crate::tach::TachFile;
@@ -46,57 +48,67 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Session>> {
     SESSION.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Starts recording into `path` (default `tach_<pid>.tach`). The options are `tach
-/// record`'s: they fill the same [`RecordSpec`], whose names (the mode's, the
-/// compression's) and checks are every front end's, with the same messages. Raises
-/// ValueError for a bad option, RuntimeError if a recording is running or the
-/// interpreter cannot be sampled or the file cannot be created.
+/// `tach.start()`'s spellings of [`RecordSpec`] fields: the file is the positional
+/// `path` (not `output`), `gc=False` is `--no-gc`, and `blocking` is `True`
+/// (`--blocking`), `False` (`--no-blocking`) or `None` (by the rate). Every other
+/// field is a keyword of its own name.
+const START_NOT_KEYWORDS: [&str; 3] = ["output", "no_gc", "no_blocking"];
+const START_OWN_KEYWORDS: [&str; 2] = ["gc", "hidden"];
+
+/// `tach.start()`'s keywords: [`RecordSpec`]'s fields as [`START_NOT_KEYWORDS`] spells
+/// them, and `hidden`.
+fn start_keywords() -> Vec<&'static str> {
+    let fields = crate::report::field_names::<RecordSpec>();
+    let mut known: Vec<&str> = fields
+        .iter()
+        .copied()
+        .filter(|f| !START_NOT_KEYWORDS.contains(f))
+        .collect();
+    known.extend(START_OWN_KEYWORDS);
+    known
+}
+
+/// Starts recording into `path` (default `tach_<pid>.tach`). The keywords are `tach
+/// record`'s options: they fill the same [`RecordSpec`] through serde
+/// ([`convert`]), so its names (the mode's, the compression's) and checks are every
+/// front end's, with the same messages, and a field added to the spec is a keyword
+/// here too. Raises TypeError for an unknown keyword, ValueError for a bad value,
+/// RuntimeError if a recording is running or the interpreter cannot be sampled or the
+/// file cannot be created.
 #[pyfunction]
-#[pyo3(signature = (path=None, *, rate=None, interval_us=None, mode="wall", all_threads=false,
-                    opcodes=false, compression="auto", duration=None, hidden=Vec::new(),
-                    gc=true, blocking=None, async_aware=false, async_mode=None,
-                    native=false))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path=None, **kwargs))]
 fn start(
     py: Python<'_>,
     path: Option<PathBuf>,
-    rate: Option<f64>,
-    interval_us: Option<u64>,
-    mode: &str,
-    all_threads: bool,
-    opcodes: bool,
-    compression: &str,
-    duration: Option<f64>,
-    hidden: Vec<String>,
-    gc: bool,
-    blocking: Option<bool>,
-    async_aware: bool,
-    async_mode: Option<&str>,
-    native: bool,
+    kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<()> {
-    let async_mode = async_mode
-        .map(|m| names::parse("async mode", m).map_err(PyValueError::new_err))
-        .transpose()?;
-    // A field added to RecordSpec (a new flag of tach record and python -m tach run)
-    // is off here until it gets a keyword: hence the update, needless today.
-    #[allow(clippy::needless_update)]
-    let spec = RecordSpec {
-        output: path,
-        rate,
-        interval_us,
-        mode: Some(names::parse("mode", mode).map_err(PyValueError::new_err)?),
-        all_threads,
-        opcodes,
-        no_gc: !gc,
-        blocking: blocking == Some(true),
-        no_blocking: blocking == Some(false),
-        compression: Some(names::parse("compression", compression).map_err(PyValueError::new_err)?),
-        duration,
-        async_aware,
-        async_mode,
-        native,
-        ..RecordSpec::default()
+    const FUNCTION: &str = "tach.start()";
+    let mut given = convert::keywords(FUNCTION, kwargs, &start_keywords())?;
+    let hidden: Vec<String> = match convert::take(&mut given, "hidden") {
+        None => Vec::new(),
+        Some(data) => convert::value(FUNCTION, "hidden", data)?,
     };
+    match convert::take(&mut given, "gc") {
+        None => {}
+        Some(Data::Bool(gc)) => given.push(("no_gc".into(), Data::Bool(!gc))),
+        Some(other) => {
+            return Err(PyValueError::new_err(format!(
+                "{FUNCTION}: gc must be True or False, not {other}"
+            )))
+        }
+    }
+    match convert::take(&mut given, "blocking") {
+        None | Some(Data::None) => {}
+        Some(Data::Bool(true)) => given.push(("blocking".into(), Data::Bool(true))),
+        Some(Data::Bool(false)) => given.push(("no_blocking".into(), Data::Bool(true))),
+        Some(other) => {
+            return Err(PyValueError::new_err(format!(
+                "{FUNCTION}: blocking must be True, False or None, not {other}"
+            )))
+        }
+    }
+    let mut spec: RecordSpec = convert::spec(FUNCTION, &given)?;
+    spec.output = path;
     start_spec(py, &spec, hidden)
 }
 
@@ -218,32 +230,14 @@ fn start_spec(py: Python<'_>, spec: &RecordSpec, hidden: Vec<String>) -> PyResul
     Ok(())
 }
 
+/// The statistics as a dict: every field of [`RecordStats`] (through serde, so a new
+/// one reaches Python with no edit) and `summary`, the line `tach record` prints.
 fn stats_dict<'py>(py: Python<'py>, s: &RecordStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("path", s.path.to_string_lossy().into_owned())?;
-    // The line `tach record` prints, written once (record::summary).
-    d.set_item("summary", s.summary_line())?;
-    d.set_item("paused_ticks", s.paused_ticks)?;
-    d.set_item("pause_timeouts", s.pause_timeouts)?;
-    d.set_item("samples", s.samples)?;
-    d.set_item("ticks", s.ticks)?;
-    d.set_item("error_ticks", s.error_ticks)?;
-    d.set_item("dropped", s.dropped)?;
-    d.set_item("filtered", s.filtered)?;
-    d.set_item("duration_sec", s.duration_sec)?;
-    d.set_item("sample_rate", s.sample_rate)?;
-    d.set_item("error_rate", s.error_rate)?;
-    d.set_item("missed_samples", s.missed_samples)?;
-    d.set_item("expected_ticks", s.expected_ticks)?;
-    d.set_item("threads", s.threads)?;
-    d.set_item("frames", s.frames)?;
-    d.set_item("strings", s.strings)?;
-    d.set_item("file_size", s.file_size)?;
-    d.set_item("code_objects", s.code_objects)?;
-    d.set_item("reused_addresses", s.reused_addresses)?;
-    d.set_item("sampler_cpu_sec", s.sampler_cpu_sec)?;
-    d.set_item("error", s.error.clone())?;
-    Ok(d)
+    let mut value = serde_json::to_value(s).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    if let Value::Object(map) = &mut value {
+        map.insert("summary".into(), Value::String(s.summary_line()));
+    }
+    Ok(convert::to_python(py, &value)?.cast_into::<PyDict>()?)
 }
 
 /// Stops the recording, finishes the file and returns its statistics (a dict), or None

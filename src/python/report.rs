@@ -6,9 +6,13 @@ use std::path::PathBuf;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::api::{filter, interruptible, tach_error};
-use crate::report::{self, GroupBy, ReportError};
-use crate::tach::TachFile;
+use pyo3::types::PyDict;
+
+use super::api::interruptible;
+use super::convert;
+use super::errors::{tach_error, TachError};
+use crate::report::{self, DiffOptions, FilterSpec, ReportError, TopOptions};
+use crate::tach::{SampleFilter, TachFile};
 
 fn report_error(e: ReportError) -> PyErr {
     match e {
@@ -28,30 +32,35 @@ fn json<T: serde::Serialize>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
-/// The rows of `tach top` over `paths`, as a JSON list.
+/// The sample filter and the report's options from keyword arguments: `S`'s fields
+/// and [`FilterSpec`]'s, each through the one converter.
+fn options<S: serde::de::DeserializeOwned>(
+    function: &str,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(S, SampleFilter)> {
+    let known: Vec<&str> = report::field_names::<S>()
+        .iter()
+        .chain(report::field_names::<FilterSpec>())
+        .copied()
+        .collect();
+    let given = convert::keywords(function, kwargs, &known)?;
+    let options = convert::spec::<S>(function, &given)?;
+    let filter = convert::spec::<FilterSpec>(function, &given)?
+        .build()
+        .map_err(|e| TachError::new_err(e.to_string()))?;
+    Ok((options, filter))
+}
+
+/// The rows of `tach top` over `paths`, as a JSON list. The keywords: [`TopOptions`]'
+/// fields and [`FilterSpec`]'s.
 #[pyfunction]
-#[pyo3(signature = (paths, *, by="function", sort="self", limit=None, per_file=false,
-                    threads=None, start=None, end=None, status=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (paths, **kwargs))]
 fn top_json(
     py: Python<'_>,
     paths: Vec<PathBuf>,
-    by: &str,
-    sort: &str,
-    limit: Option<usize>,
-    per_file: bool,
-    threads: Option<Vec<u64>>,
-    start: Option<f64>,
-    end: Option<f64>,
-    status: Option<Vec<String>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let options = report::TopOptions {
-        by: GroupBy::parse(by).map_err(report_error)?,
-        sort: report::SortBy::parse(sort).map_err(report_error)?,
-        limit,
-        per_file,
-    };
-    let filter = filter(threads, start, end, status)?;
+    let (options, filter) = options::<TopOptions>("top()", kwargs)?;
     let report = interruptible(py, None, move || {
         report::top(&open_all(&paths)?, &filter, &options)
     })?
@@ -59,34 +68,17 @@ fn top_json(
     json(&report.rows)
 }
 
-/// The rows of `tach diff` of `base` against `new`, as a JSON list.
+/// The rows of `tach diff` of `base` against `new`, as a JSON list. The keywords:
+/// [`DiffOptions`]' fields and [`FilterSpec`]'s.
 #[pyfunction]
-#[pyo3(signature = (base, new, *, by="function", metric="self", alpha=0.01, min_share=0.5,
-                    min_change=0.5, threads=None, start=None, end=None, status=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (base, new, **kwargs))]
 fn diff_json(
     py: Python<'_>,
     base: Vec<PathBuf>,
     new: Vec<PathBuf>,
-    by: &str,
-    metric: &str,
-    alpha: f64,
-    min_share: f64,
-    min_change: f64,
-    threads: Option<Vec<u64>>,
-    start: Option<f64>,
-    end: Option<f64>,
-    status: Option<Vec<String>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let options = report::DiffOptions {
-        by: GroupBy::parse(by).map_err(report_error)?,
-        metric: report::Metric::parse(metric).map_err(report_error)?,
-        alpha,
-        min_share_pct: min_share,
-        min_change_points: min_change,
-        ..Default::default()
-    };
-    let filter = filter(threads, start, end, status)?;
+    let (options, filter) = options::<DiffOptions>("diff()", kwargs)?;
     let report = interruptible(py, None, move || {
         report::diff(&open_all(&base)?, &open_all(&new)?, &filter, &options)
     })?

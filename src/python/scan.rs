@@ -14,8 +14,8 @@ use polars::prelude::*;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 
-use super::api::TachError;
 use super::arrow::ArrowStream;
+use super::errors::TachError;
 use crate::query::batches::BatchError;
 use crate::query::tables::{for_each_samples_batch, samples_schema, Wanted};
 use crate::query::Source;

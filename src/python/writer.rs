@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySequence, PyString, PyTuple};
 
-use super::api::{tach_error, TachError};
+use super::errors::{tach_error, TachError};
 use crate::record::clock::monotonic_us;
 use crate::tach::header::MAX_STACK_DEPTH;
 use crate::tach::{CaptureFeatures, Compression, Location, ProfilingMode, Stats};

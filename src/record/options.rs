@@ -128,7 +128,8 @@ impl RecordCommandError {
 
 /// How to record: the options of `tach record`, `tach top`'s live view, `python -m tach
 /// run` and `tach.start()`. The doc comments are the flags' `--help`.
-#[derive(Debug, Clone, Default, PartialEq, Args)]
+#[derive(Debug, Clone, Default, PartialEq, Args, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RecordSpec {
     /// Output file (default: tach_<pid>.tach; tach top: none).
     #[arg(short, long)]
@@ -142,6 +143,7 @@ pub struct RecordSpec {
     pub interval_us: Option<u64>,
     /// What to keep (default wall).
     #[arg(long, value_parser = names::parser::<Mode>("mode"))]
+    #[serde(deserialize_with = "names::optional::mode")]
     pub mode: Option<Mode>,
     /// Sample every thread, not only the main thread.
     #[arg(short = 'a', long)]
@@ -175,9 +177,11 @@ pub struct RecordSpec {
     /// With --async-aware: running (default for a recording) is the task on each thread;
     /// all adds every waiting task (3.14, 3.15).
     #[arg(long, value_parser = names::parser::<AsyncMode>("async mode"), requires = "async_aware")]
+    #[serde(deserialize_with = "names::optional::async_mode")]
     pub async_mode: Option<AsyncMode>,
     /// Compression of the sample data (default auto: zstd).
     #[arg(long, value_parser = names::parser::<CompressionChoice>("compression"))]
+    #[serde(deserialize_with = "names::optional::compression")]
     pub compression: Option<CompressionChoice>,
     /// Stop sampling after this many seconds.
     #[arg(short, long, value_name = "SECONDS")]

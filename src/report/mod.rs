@@ -10,11 +10,13 @@ mod diff;
 mod flamediff;
 pub mod live;
 mod output;
+mod spec;
 mod top;
 
 pub use diff::{diff, DiffOptions, DiffReport, DiffRow, Metric, Side, Verdict};
 pub use flamediff::write_flamegraph;
 pub use output::{top_table_header, top_table_row, write_diff, write_top, Format};
+pub use spec::{field_names, FilterSpec};
 pub use top::{top, SortBy, TopOptions, TopReport, TopRow};
 
 use std::collections::HashMap;
@@ -54,6 +56,30 @@ impl GroupBy {
     /// What a value is, in messages (`unknown grouping 'x': use function, line or file`).
     pub const WHAT: &'static str = "grouping";
 }
+
+/// A named value of the reports' options: `Display` is its name (clap's
+/// `default_value_t` shows and parses it), and serde reads it by name with the message
+/// of every other front end (`unknown grouping 'x': use function, line or file`).
+macro_rules! named_value {
+    ($ty:ty) => {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&crate::names::name(self))
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                d: D,
+            ) -> std::result::Result<Self, D::Error> {
+                crate::names::deserialize(d, <$ty>::WHAT)
+            }
+        }
+    };
+}
+pub(crate) use named_value;
+
+named_value!(GroupBy);
 
 /// A row's identity. `lineno` is 0 unless grouped by line (0 also for a frame without
 /// a location, as pstats); `funcname` is empty when grouped by file.

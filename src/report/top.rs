@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::{seconds_at, FrameKeys, GroupBy, Key, Keys, Result};
+use crate::names;
 use crate::tach::{ProfileIndex, SampleFilter, TachFile};
 
 /// The order of the rows (largest first, except by name).
@@ -32,13 +33,25 @@ impl SortBy {
     pub const WHAT: &'static str = "sort";
 }
 
-#[derive(Debug, Clone, Default)]
+super::named_value!(SortBy);
+
+/// How `tach top` and `Profile.top()` build the table. The doc comments are the flags'
+/// `--help`; the defaults are the types' own (clap's `default_value_t`, serde's
+/// `default`).
+#[derive(Debug, Clone, Default, PartialEq, clap::Args, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TopOptions {
+    /// What one row stands for.
+    #[arg(long, default_value_t, value_parser = names::parser::<GroupBy>(GroupBy::WHAT))]
     pub by: GroupBy,
+    /// The order of the rows (largest first, except by name).
+    #[arg(long, default_value_t, value_parser = names::parser::<SortBy>(SortBy::WHAT))]
     pub sort: SortBy,
-    /// Keep the first N rows (after sorting).
+    /// Show the first N rows.
+    #[arg(short, long, value_name = "N")]
     pub limit: Option<usize>,
-    /// One row per (file, key) instead of summing the files.
+    /// One row per file and key (a file column) instead of summing the files.
+    #[arg(long)]
     pub per_file: bool,
 }
 

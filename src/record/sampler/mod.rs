@@ -154,7 +154,7 @@ impl RecordOptions {
 }
 
 /// What a recording did, returned by [`Session::stop`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct RecordStats {
     pub path: PathBuf,
     /// Sampling ticks (one per interval, each sampling every thread).
@@ -187,6 +187,7 @@ pub struct RecordStats {
     pub paused_ticks: u64,
     pub pause_timeouts: u64,
     /// `--native`: the walks, and what went wrong in them.
+    #[serde(skip)]
     pub native: Option<crate::record::native::NativeStats>,
     /// Set when the file could not be written or the sampler failed.
     pub error: Option<String>,
