@@ -12,8 +12,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use super::run_args::CellArgs;
 use crate::names;
-use crate::record::options::{CellArgs, RecordSpec};
+use crate::record::options::RecordSpec;
 use crate::record::{this_process, RecordStats, Session, Types};
 use crate::tach::TachFile;
 
@@ -101,12 +102,12 @@ fn start(
 }
 
 /// `python -m tach ARGS` parsed by the clap definition `tach record` uses
-/// ([`crate::record::options::parse_python_main`]), and its options checked:
+/// ([`super::run_args::parse_python_main`]), and its options checked:
 /// `(request, "", 0)`, or `(None, message, exit status)` with clap's own message (or
 /// its help, with status 0) or the checks' (`tach: ...`, status 2).
 #[pyfunction]
 fn parse_main(argv: Vec<OsString>) -> (Option<RunRequest>, String, i32) {
-    checked(crate::record::options::parse_python_main(argv).map(|run| {
+    checked(super::run_args::parse_python_main(argv).map(|run| {
         let (module, program) = run.program();
         RunRequest {
             spec: run.spec,
