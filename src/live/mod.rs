@@ -11,6 +11,7 @@
 //! Ctrl-C in a shell would send it), then SIGKILL if it has not exited after
 //! [`STOP_GRACE`]. tach then exits with the program's status, as `tach record -- cmd`.
 
+mod feed;
 mod view;
 
 use std::collections::VecDeque;
