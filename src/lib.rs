@@ -13,7 +13,7 @@
 //! - [`query`] (feature `query`): SQL over profiles;
 //! - [`record`]: the recorder, attached to a running interpreter from outside
 //!   ([`record::attach()`] then [`record::Session::start`]) or run as a command
-//!   ([`record::options::RecordCommand`]); the same options for every front end
+//!   ([`record::RecordCommand`]); the same options for every front end
 //!   ([`record::options::RecordSpec`]);
 //! - [`report`]: `tach top` (the pstats summary table) and `tach diff` (share changes
 //!   beyond noise between two sets of runs);
@@ -40,8 +40,10 @@ mod tach;
 #[path = "../tests/suite/common.rs"]
 #[allow(dead_code)]
 mod golden_corpus;
-#[cfg(feature = "python-record")]
-mod python;
+/// The Python extension (feature `python-record`); only its front ends' command-line
+/// definitions are built without it, for the tests that compare them with the CLI's.
+#[doc(hidden)]
+pub mod python;
 #[cfg(feature = "query")]
 pub mod query;
 

@@ -39,15 +39,15 @@ pub(super) fn run(args: DumpArgs) -> Result<ExitCode, CliError> {
     let async_mode = args
         .async_aware
         .then(|| args.async_mode.unwrap_or(AsyncMode::All));
-    let stacks = crate::record::dump::dump(args.pid, !args.no_blocking, async_mode, args.native)
-        .map_err(crate::record::options::RecordCommandError::from)?;
+    let stacks = crate::record::dump(args.pid, !args.no_blocking, async_mode, args.native)
+        .map_err(crate::record::RecordCommandError::from)?;
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&stacks)
             .map_err(|e| CliError::Usage(format!("cannot write JSON: {e}")))?;
         s.push('\n');
         s
     } else {
-        crate::record::dump::render_dump(args.pid, &stacks)
+        crate::record::render_dump(args.pid, &stacks)
     };
     std::io::stdout()
         .lock()

@@ -43,7 +43,7 @@ pub enum CliError {
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
     #[error(transparent)]
-    Record(#[from] crate::record::options::RecordCommandError),
+    Record(#[from] crate::record::RecordCommandError),
     #[error(transparent)]
     Live(#[from] crate::live::LiveError),
     #[error(transparent)]

@@ -5,7 +5,8 @@ use std::ffi::OsString;
 use clap::Args;
 
 use super::{CliError, ExitCode};
-use crate::record::options::{RecordCommand, RecordSpec};
+use crate::record::options::RecordSpec;
+use crate::record::RecordCommand;
 
 #[derive(Args)]
 #[command(after_help = "Examples:
@@ -105,7 +106,7 @@ mod tests {
         let mut argv = vec![OsString::from("python -m tach"), "run".into()];
         argv.extend(recording_words(&words));
         argv.extend(["app.py".into()]);
-        let run = crate::record::options::parse_python_main(argv).unwrap();
+        let run = crate::python::run_args::parse_python_main(argv).unwrap();
         let Command::Record(record) = Cli::try_parse_from(&words).unwrap().command else {
             panic!("not record")
         };
@@ -124,7 +125,7 @@ mod tests {
                 .map(String::from)
                 .collect()
         };
-        let mut python = crate::record::options::PythonMain::command();
+        let mut python = crate::python::run_args::PythonMain::command();
         python.build();
         let mut tach = Cli::command();
         tach.build();

@@ -8,7 +8,8 @@ use clap::Args;
 
 use super::{open_all, stdout_error, CliError, ExitCode, SUCCESS};
 use crate::names;
-use crate::record::options::{RecordCommand, RecordSpec};
+use crate::record::options::RecordSpec;
+use crate::record::RecordCommand;
 use crate::report;
 
 #[derive(Args)]

@@ -11,6 +11,7 @@
 //! Ctrl-C in a shell would send it), then SIGKILL if it has not exited after
 //! [`STOP_GRACE`]. tach then exits with the program's status, as `tach record -- cmd`.
 
+mod feed;
 mod view;
 
 use std::collections::VecDeque;
@@ -24,9 +25,10 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::DefaultTerminal;
 
-use crate::record::options::{exit_code, RecordCommand, RecordCommandError, STARTUP};
-use crate::record::outside::{self, ExternalError, Recorded};
-use crate::record::signals::{catch_stop_signals, take_stop_signal};
+use crate::record::{catch_stop_signals, start_session, take_stop_signal, write_empty};
+use crate::record::{
+    exit_code, ExternalError, RecordCommand, RecordCommandError, Recorded, STARTUP,
+};
 use crate::record::{RecordStats, Session};
 use crate::report::live::LiveProfile;
 use crate::report::{GroupBy, SortBy};
@@ -93,7 +95,7 @@ pub fn run(cmd: LiveCommand) -> Result<u8, LiveError> {
         return Err(RecordCommandError::NoCommand.into());
     }
     // Validate the options before anything starts.
-    rc.spec.validate()?;
+    rc.spec.validate().map_err(RecordCommandError::from)?;
     if !std::io::stdout().is_terminal() {
         return Err(LiveError::NoTerminal);
     }
@@ -213,7 +215,10 @@ fn watch(
 ) -> Result<(), LiveError> {
     let pid = target.pid();
     let rc = &cmd.record;
-    let mut opts = rc.spec.record_options(pid)?;
+    let mut opts = rc
+        .spec
+        .record_options(pid)
+        .map_err(RecordCommandError::from)?;
     // Without -o the file is scratch: the view is the output.
     let scratch =
         rc.spec.output.is_none().then(|| {
@@ -230,12 +235,12 @@ fn watch(
     } else {
         Duration::ZERO
     };
-    let session = match outside::start(&mut target, opts, startup) {
+    let session = match start_session(&mut target, opts, startup) {
         Ok(s) => s,
         Err(e) => {
             // As tach record: an empty file beside the error, when one was asked for.
             if scratch.is_none() && matches!(e, ExternalError::Attach(_)) {
-                let _ = outside::write_empty(&path, interval, mode);
+                let _ = write_empty(&path, interval, mode);
             }
             return Err(RecordCommandError::from(e).into());
         }

@@ -250,7 +250,7 @@ impl Children {
         }
         let mut opts = self.opts.clone();
         opts.path = child_path(&self.root_output, pid);
-        match outside::start(&mut Recorded::Pid(pid), opts, Duration::ZERO) {
+        match outside::start_session(&mut Recorded::Pid(pid), opts, Duration::ZERO) {
             Ok(session) => Some(Child::Recording(session)),
             Err(outside::ExternalError::Attach(e)) => self.not_recorded(pid, now_exe, e),
             Err(e) => {

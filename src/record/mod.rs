@@ -4,55 +4,61 @@
 //! does both.
 //!
 //! From Rust: [`attach()`] finds a running interpreter's layout, [`Session::start`]
-//! records it into a file with [`RecordOptions`], and [`options::RecordCommand`] does
-//! what `tach record` does (start or attach, stop on a signal or the program's exit).
+//! records it into a file with [`RecordOptions`], and [`RecordCommand`] does what
+//! `tach record` does (start or attach, stop on a signal or the program's exit).
 //!
-//! - `memory`: fault-tolerant reads behind `memory::MemoryReader` (`process_vm_readv`).
-//! - `layout`: interpreter layouts behind `layout::InterpreterLayout`, one per
-//!   version family (3.9-3.12 from tables generated from their headers, 3.13+ from
-//!   `_Py_DebugOffsets` completed by generated extras), all filling one `layout::Offsets`
-//!   grouped per CPython object.
-//! - `resolve`: code objects to names and locations, cached by address with a
-//!   fingerprint that notices reused addresses.
-//! - `linetable`: CPython's location table.
-//! - `sampler`: the native sampling thread, the statistics and the TACH writer, split by
-//!   concern (`window`, `threads`, `unwind`, `resolution`, `session`).
-//! - `clock`: the monotonic and thread CPU clocks (shared with the Python writer).
-//! - `pause`: pausing the thread that holds the GIL while a tick reads the stacks
-//!   (`ptrace_pause` when it is another process's).
-//! - `target`: finding this process's interpreter and its layout.
-//! - `attach` (with `elf`): finding another process's interpreter, for `tach record
-//!   --pid` and `tach dump`.
-//! - `maps`: `/proc/PID/maps`, parsed once for `attach`, `asyncio` and `native`.
-//! - `asyncio`: the target's asyncio tasks, for async-aware stacks (`--async-aware`);
-//!   `stack_tasks`: the running task found from the stack on 3.11-3.13.
-//! - `native`: native stacks of another process's threads (`--native`), walked with
+//! The parts, by what each knows; each imports only the ones above it in this list:
+//! - `process/`: another process and its memory, nothing of CPython: fault-tolerant
+//!   reads (`memory`), `/proc/PID/maps` (`maps`), the ELF files it mapped (`elf`),
+//!   whether it still runs (`running`), and pausing its threads while a tick reads them
+//!   (`pause` in-process, `ptrace_pause` from outside).
+//! - `native/`: native stacks of another process's threads (`--native`), walked with
 //!   framehop and spliced with the Python frames.
-//! - `children`: `--subprocesses`, recording the target's child Python processes.
-//! - `options`: how to record (one typed spec for every front end) and `tach record`.
+//! - `interpreter/`: CPython's objects: the layouts per version family (`layout`: 3.9-3.12
+//!   from tables generated from their headers, 3.13+ from `_Py_DebugOffsets` completed by
+//!   generated extras, all filling one `layout::Offsets`), code objects to names and
+//!   locations (`resolve`, `linetable`), asyncio's tasks (`asyncio`, `stack_tasks`).
+//! - `discovery/`: finding an interpreter in a process and building the [`Target`] the
+//!   sampler reads: `attach` from outside (`tach record --pid`, `tach dump`),
+//!   `in_process` for the Python extension.
+//! - `sampler/`: the sampling thread, the statistics and the TACH writer, split by
+//!   concern (`window`, `threads`, `unwind`, `resolution`, `session`, ...).
+//! - The front door, what the commands use: `options` (the [`options::RecordSpec`] every
+//!   front end parses, and its validation), `command` (`tach record`), `outside`
+//!   (starting a session on another process), `recording` (the loop of a recording
+//!   from outside), `children` (`--subprocesses`), `signals` (Ctrl-C and SIGTERM),
+//!   `summary` (the line printed at the end), `dump` (`tach dump`) and `clock` (the
+//!   monotonic and thread CPU clocks, shared with the Python writer).
 //!
-//! See `docs/recorder.md` for the design.
+//! The Python front ends' own command lines (`python -m tach run`, `%%tach`) are beside
+//! the extension, in `python::run_args`. See `docs/recorder.md` for the design.
 
 mod children;
 pub(crate) mod clock;
+mod command;
 mod discovery;
-pub(crate) mod dump;
+mod dump;
 mod interpreter;
 mod native;
 #[cfg(fuzzing)]
 pub(crate) use native::fuzzing::walk as native_fuzz_walk;
 pub mod options;
-pub(crate) mod outside;
+mod outside;
 mod process;
 mod recording;
 mod sampler;
-pub(crate) mod signals;
+mod signals;
 mod summary;
 
+pub(crate) use command::{exit_code, STARTUP};
+pub use command::{RecordCommand, RecordCommandError};
 pub use discovery::attach::{attach, AttachError};
 #[cfg(feature = "python-record")]
 pub(crate) use discovery::in_process::this_process;
 pub use discovery::Target;
+pub(crate) use dump::{dump, render_dump};
 #[cfg(feature = "python-record")]
 pub(crate) use interpreter::resolve::Types;
+pub(crate) use outside::{start_session, write_empty, ExternalError, Recorded};
 pub use sampler::{RecordOptions, RecordStats, SampleSink, Session};
+pub(crate) use signals::{catch_stop_signals, take_stop_signal};

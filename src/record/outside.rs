@@ -55,7 +55,7 @@ impl Recorded<'_> {
 /// Attaches to `target` and starts sampling it (`record`, and `tach top --pid`'s live
 /// view). A just-started child is waited for (up to `startup`) until its interpreter is
 /// loaded.
-pub(crate) fn start(
+pub(crate) fn start_session(
     target: &mut Recorded<'_>,
     opts: RecordOptions,
     startup: Duration,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::children::Children;
-use super::outside::{start, ExternalError, Recorded};
+use super::outside::{start_session, ExternalError, Recorded};
 use super::sampler::{RecordOptions, RecordStats};
 use super::signals::{catch_stop_signals, take_stop_signal};
 
@@ -24,7 +24,7 @@ pub fn record(
 ) -> Result<RecordStats, ExternalError> {
     catch_stop_signals();
     let mut children = subprocesses.then(|| Children::new(target.pid(), opts.clone()));
-    let session = start(&mut target, opts, startup)?;
+    let session = start_session(&mut target, opts, startup)?;
     let mut stopped_by_signal = false;
     loop {
         std::thread::sleep(Duration::from_millis(10));

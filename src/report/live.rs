@@ -4,7 +4,8 @@
 //! ([`super::top::report`]).
 //!
 //! The sampling thread adds to a [`LiveProfile`] under a mutex (a map update per
-//! sample); the view copies what is new into its own [`LiveData`] about once a second
+//! sample; the recorder's side of the feed is in `crate::live`, so that reports know
+//! nothing of the recorder); the view copies what is new into its own [`LiveData`] about once a second
 //! and builds its tables from that copy, so that building a table never holds up a
 //! tick.
 
@@ -12,7 +13,6 @@ use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
-use crate::record::SampleSink;
 use crate::tach::filter::status::{
     GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
 };
@@ -45,7 +45,7 @@ struct Shared {
     error_ticks: u64,
 }
 
-/// The samples of a recording in progress, fed by the sampler ([`SampleSink`]).
+/// The samples of a recording in progress, fed by the sampler.
 #[derive(Debug)]
 pub struct LiveProfile {
     shared: Mutex<Shared>,
@@ -92,8 +92,11 @@ impl LiveProfile {
     }
 }
 
-impl SampleSink for LiveProfile {
-    fn sample(
+impl LiveProfile {
+    /// Counts a sample of thread `thread_id`: `stack` (innermost first) indexes `frames`,
+    /// whose string indices index `strings` (the recorder's tables so far, which only
+    /// grow).
+    pub fn add_sample(
         &self,
         thread_id: u64,
         status: u8,
@@ -133,7 +136,8 @@ impl SampleSink for LiveProfile {
         s.samples += 1;
     }
 
-    fn tick(&self, ok: bool) {
+    /// Counts a tick; `ok` is false when it had errors.
+    pub fn add_tick(&self, ok: bool) {
         let mut s = self.lock();
         s.ticks += 1;
         if !ok {
@@ -295,7 +299,7 @@ mod tests {
             .collect();
         let frames = file.frames().to_vec();
         file.for_each_sample(|s| {
-            live.sample(s.thread_id, s.status, s.stack, &frames, &strings);
+            live.add_sample(s.thread_id, s.status, s.stack, &frames, &strings);
         })
         .unwrap();
         live
@@ -348,11 +352,11 @@ mod tests {
             end_column: -1,
             opcode: crate::tach::tables::OPCODE_NONE,
         }];
-        live.sample(7, HAS_GIL | MAIN_THREAD, &[0], &frames, &strings);
-        live.sample(7, HAS_GIL | ON_CPU | MAIN_THREAD, &[0], &frames, &strings);
-        live.sample(9, GIL_REQUESTED | HAS_EXCEPTION, &[], &frames, &strings);
-        live.tick(true);
-        live.tick(false);
+        live.add_sample(7, HAS_GIL | MAIN_THREAD, &[0], &frames, &strings);
+        live.add_sample(7, HAS_GIL | ON_CPU | MAIN_THREAD, &[0], &frames, &strings);
+        live.add_sample(9, GIL_REQUESTED | HAS_EXCEPTION, &[], &frames, &strings);
+        live.add_tick(true);
+        live.add_tick(false);
         assert_eq!(live.counters(), (3, 2, 1));
         let mut data = LiveData::default();
         live.snapshot(&mut data);

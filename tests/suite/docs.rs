@@ -194,12 +194,12 @@ fn docs_show_only_flags_that_help_lists() {
 }
 
 /// `python -m tach run --help`, from the same clap definition the Python package parses
-/// with (`tach::record::options::PythonMain`).
+/// with (`tach::python::run_args::PythonMain`).
 struct PythonRun;
 
 impl PythonRun {
     fn help() -> String {
-        let mut cmd = tach::record::options::PythonMain::command();
+        let mut cmd = tach::python::run_args::PythonMain::command();
         cmd.build();
         let run = cmd
             .find_subcommand_mut("run")

@@ -357,36 +357,8 @@ fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::interpreter::layout::offsets::{
-        BytesOffsets, CodeOffsets, PyObjectOffsets, UnicodeOffsets,
-    };
+    use crate::record::interpreter::layout::test_offsets::offsets;
     use crate::record::process::memory::FakeMemory;
-
-    fn offsets() -> Offsets {
-        Offsets {
-            code: CodeOffsets {
-                filename: 24,
-                qualname: 32,
-                linetable: 40,
-                firstlineno: 48,
-                adaptive: 64,
-                header_size: 64,
-                ..CodeOffsets::default()
-            },
-            object: PyObjectOffsets {
-                ob_type: 8,
-                ob_size: 16,
-            },
-            bytes: BytesOffsets { ob_sval: 32 },
-            unicode: UnicodeOffsets {
-                state: 32,
-                length: 16,
-                ascii_size: 40,
-                compact_size: 56,
-            },
-            ..Offsets::default()
-        }
-    }
 
     const TYPES: Types = Types {
         code: 0xc0de,

@@ -2,10 +2,7 @@
 
 use super::window::{Snapshot, PAGE};
 use super::*;
-use crate::record::interpreter::layout::offsets::{
-    BytesOffsets, CodeOffsets, FrameOffsets, GilOffsets, InterpreterOffsets, PyObjectOffsets,
-    RuntimeOffsets, ThreadOffsets, UnicodeOffsets,
-};
+use crate::record::interpreter::layout::test_offsets::offsets;
 use crate::record::interpreter::layout::{field_u64, FrameOwner, LineTableFormat, Offsets};
 use crate::record::interpreter::layout::{InterpreterLayout, OpcodeTables};
 use crate::record::interpreter::resolve::Types;
@@ -38,66 +35,6 @@ impl InterpreterLayout for TestLayout {
             3 => FrameOwner::Internal,
             _ => FrameOwner::Invalid,
         }
-    }
-}
-
-fn offsets() -> Offsets {
-    Offsets {
-        runtime: RuntimeOffsets {
-            interpreters_head: 8,
-            ..RuntimeOffsets::default()
-        },
-        interp: InterpreterOffsets {
-            next: 0,
-            threads_head: 16,
-            id: 24,
-            ..InterpreterOffsets::default()
-        },
-        gil: GilOffsets {
-            locked: Some(32),
-            holder: Some(40),
-            in_runtime: true,
-        },
-        thread: ThreadOffsets {
-            size: 96,
-            next: 8,
-            interp: 16,
-            frame: 24,
-            native_thread_id: 32,
-            current_exception: Some(40),
-            exc_info: Some(48),
-            exc_info_is_pointer: true,
-            ..ThreadOffsets::default()
-        },
-        frame: FrameOffsets {
-            size: 64,
-            previous: 0,
-            executable: 8,
-            instr: 16,
-            owner: 24,
-            executable_tag_mask: 3,
-            ..FrameOffsets::default()
-        },
-        code: CodeOffsets {
-            header_size: 64,
-            filename: 24,
-            qualname: 32,
-            linetable: 40,
-            firstlineno: 48,
-            adaptive: 64,
-            ..CodeOffsets::default()
-        },
-        object: PyObjectOffsets {
-            ob_type: 8,
-            ob_size: 16,
-        },
-        bytes: BytesOffsets { ob_sval: 32 },
-        unicode: UnicodeOffsets {
-            state: 32,
-            length: 16,
-            ascii_size: 40,
-            compact_size: 56,
-        },
     }
 }
 

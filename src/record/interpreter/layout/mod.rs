@@ -26,13 +26,15 @@
 //! generated records) imports nothing, and the two
 //! implementations import it directly as well.
 //!
-//! `interpreter_layout.rs` and the two implementations also import `record::memory`.
+//! `interpreter_layout.rs` and the two implementations also import `record::process::memory`.
 
 mod debug_offsets;
 mod generated;
 mod interpreter_layout;
 pub mod offsets;
 mod static_layout;
+#[cfg(test)]
+pub(crate) mod test_offsets;
 
 pub use debug_offsets::{extras, DebugOffsetsLayout, DEBUG_OFFSETS_READ};
 pub use interpreter_layout::{FrameOwner, InterpreterLayout};
