@@ -11,14 +11,10 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-tools="$root/.venv-maturin"
-if ! "$tools/bin/maturin" --version >/dev/null 2>&1; then
-    python3 -m venv "$tools"
-    "$tools/bin/pip" install -q --disable-pip-version-check maturin >&2
-fi
+maturin=$(tests/python/maturin.sh)
 wheels="${CARGO_TARGET_DIR:-$root/target}/wheels-dev"
 rm -rf "$wheels"
 started=$(date +%s)
-"$tools/bin/maturin" build --quiet --profile dev -o "$wheels" >&2
+"$maturin" build --quiet --profile dev -o "$wheels" >&2
 echo "the tach wheel built (maturin build --profile dev) in $(($(date +%s) - started)) s" >&2
 ls "$wheels"/tach-*.whl

@@ -17,15 +17,11 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-tools="$root/.venv-maturin"
-if ! "$tools/bin/maturin" --version >/dev/null 2>&1; then
-    python3 -m venv "$tools"
-    "$tools/bin/pip" install -q --disable-pip-version-check maturin
-fi
+maturin=$(tests/python/maturin.sh)
 wheels="$root/target/tach-record-wheels"
 rm -rf "$wheels"
 target=${CARGO_TARGET_DIR:-$root/target}
-CARGO_TARGET_DIR=${TACH_RECORD_TARGET_DIR:-$target/tach-record-cargo} MATURIN="$tools/bin/maturin" \
+CARGO_TARGET_DIR=${TACH_RECORD_TARGET_DIR:-$target/tach-record-cargo} MATURIN="$maturin" \
     scripts/build-tach-record --profile dev -o "$wheels" >/dev/null
 wheel=$(ls "$wheels"/tach_record-*.whl)
 status=0
