@@ -511,10 +511,7 @@ fn package_minor() -> u32 {
 fn version_list(text: &str) -> Vec<u32> {
     let mut minors = Vec::new();
     let mut rest = text;
-    loop {
-        let Some(after) = rest.strip_prefix("3.") else {
-            break;
-        };
+    while let Some(after) = rest.strip_prefix("3.") {
         let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
         let Ok(minor) = digits.parse() else { break };
         minors.push(minor);
