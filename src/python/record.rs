@@ -15,7 +15,7 @@ use pyo3::types::PyDict;
 use serde_json::Value;
 
 use super::convert::{self, Data};
-use crate::record::options::{CellArgs, RecordSpec};
+use crate::record::options::{parse_python_main, CellArgs, RecordSpec};
 use crate::record::resolve::Types;
 use crate::record::target;
 use crate::record::{RecordStats, Session};
@@ -115,12 +115,12 @@ fn start(
 }
 
 /// `python -m tach ARGS` parsed by the clap definition `tach record` uses
-/// ([`crate::record::options::parse_python_main`]), and its options checked:
+/// ([`parse_python_main`]), and its options checked:
 /// `(request, "", 0)`, or `(None, message, exit status)` with clap's own message (or
 /// its help, with status 0) or the checks' (`tach: ...`, status 2).
 #[pyfunction]
 fn parse_main(argv: Vec<OsString>) -> (Option<RunRequest>, String, i32) {
-    checked(crate::record::options::parse_python_main(argv).map(|run| {
+    checked(parse_python_main(argv).map(|run| {
         let (module, program) = run.program();
         RunRequest {
             spec: run.spec,
