@@ -20,6 +20,9 @@ The files replay with ``python3.15 -m profiling.sampling replay``.
 from ._record import describe, is_running, profile, start, stop
 from . import _native
 
+# The crate's version (Cargo.toml), which the package's metadata takes too.
+__version__: str = _native.__version__
+
 __all__ = ["start", "stop", "profile", "is_running", "describe"]
 
 # What reads, queries and exports files (docs/python.md). The `tach-record` wheel is the

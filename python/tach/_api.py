@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-# The sample filters and the title; every other keyword of export(), flamegraph(),
-# heatmap() and convert() is a format's own option, checked by the exporter registry
-# as `tach export --OPTION` is (the same refusals and messages).
-_SAMPLE_FILTERS = ("threads", "start", "end", "status")
+# The sample filters (the native FilterSpec's fields, `tach top --thread/--start/...`)
+# and the title; every other keyword of export(), flamegraph(), heatmap() and convert()
+# is a format's own option, checked by the exporter registry as `tach export --OPTION`
+# is (the same refusals and messages).
+_SAMPLE_FILTERS = tuple(_native.SPEC_FIELDS["filter"])
 
 
 def _frame(stream: Any) -> polars.DataFrame:
@@ -52,11 +53,7 @@ def _filters(filters: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     options = []
     for key, value in filters.items():
-        if key == "threads":
-            out[key] = None if value is None else [int(t) for t in _listed(value)]
-        elif key == "status":
-            out[key] = None if value is None else [str(s) for s in _listed(value)]
-        elif key in ("start", "end", "title"):
+        if key in _SAMPLE_FILTERS or key == "title":
             out[key] = value
         else:
             words = _words(key, value)
@@ -64,10 +61,6 @@ def _filters(filters: dict[str, Any]) -> dict[str, Any]:
                 options.append((key, words))
     out["options"] = options
     return out
-
-
-def _listed(value: Any) -> list[Any]:
-    return [value] if isinstance(value, (int, str)) else list(value)
 
 
 def _words(key: str, value: Any) -> list[str] | None:
@@ -313,16 +306,13 @@ class Profile:
         sources recorded under OLD from NEW (docs/exporters.md)."""
         return Heatmap(self._native.export("heatmap", None, **_filters(filters)))
 
-    def top(
-        self, *, by: str = "function", sort: str = "self", limit: int | None = None,
-        **filters: Any,
-    ) -> polars.DataFrame:
+    def top(self, **options: Any) -> polars.DataFrame:
         """`tach top`: per function (or ``by="line"``/``"file"``) self and total
-        samples, percent of samples and seconds, as CPython's pstats (docs/diff.md)."""
-        rows = _native.top_json(
-            [self.path], by=by, sort=sort, limit=limit, **_sample_filters(filters)
-        )
-        return _rows_frame(rows, _TOP_SCHEMA)
+        samples, percent of samples and seconds, as CPython's pstats (docs/diff.md).
+        The keywords are `tach top`'s options with underscores for dashes (``tach top
+        --help`` lists them with their defaults: by, sort, limit, per_file) and the
+        sample filters (threads, start, end, status)."""
+        return _rows_frame(_native.top_json([self.path], **options), _TOP_SCHEMA)
 
     def _repr_html_(self) -> str:
         rows = "".join(
@@ -360,44 +350,31 @@ _DIFF_SCHEMA = {
 }
 
 
-def _sample_filters(filters: dict[str, Any]) -> dict[str, Any]:
-    """The sample filters (threads, start, end, status) of top() and diff()."""
-    extra = set(filters) - set(_SAMPLE_FILTERS)
-    if extra:
-        raise TypeError(
-            f"unknown filter {', '.join(sorted(extra))}: use {', '.join(_SAMPLE_FILTERS)}"
-        )
-    out = _filters(filters)
-    del out["options"]
-    return out
-
-
 def _rows_frame(text: str, schema: dict[str, str]) -> polars.DataFrame:
     import json
 
     import polars
 
-    types = {name: getattr(polars, t) for name, t in schema.items()}
     rows = json.loads(text)
+    if any("file" in r for r in rows):  # per_file: the input of each row first
+        schema = {"file": "Utf8", **schema}
+    types = {name: getattr(polars, t) for name, t in schema.items()}
     return polars.DataFrame(
         {name: [r.get(name) for r in rows] for name in schema}, schema=types
     )
 
 
 def diff(
-    base: PathLike | Iterable[PathLike], new: PathLike | Iterable[PathLike], *,
-    by: str = "function", metric: str = "self", alpha: float = 0.01,
-    min_share: float = 0.5, min_change: float = 0.5, **filters: Any,
+    base: PathLike | Iterable[PathLike], new: PathLike | Iterable[PathLike], **options: Any,
 ) -> polars.DataFrame:
     """`tach diff`: each function's share of the samples in ``base`` and ``new`` (one
     file or several runs each), the change in points, its standard error (block
     bootstrap), the Holm-adjusted p-value and the verdict ("grew", "shrank" or "no
-    significant change"), largest change first. The method: docs/diff.md."""
-    rows = _native.diff_json(
-        _paths(base), _paths(new), by=by, metric=metric, alpha=alpha,
-        min_share=min_share, min_change=min_change, **_sample_filters(filters),
-    )
-    return _rows_frame(rows, _DIFF_SCHEMA)
+    significant change"), largest change first. The method: docs/diff.md. The
+    keywords are `tach diff`'s options with underscores for dashes (``tach diff --help``
+    lists them with their defaults: by, metric, alpha, min_share, min_change) and the
+    sample filters (threads, start, end, status)."""
+    return _rows_frame(_native.diff_json(_paths(base), _paths(new), **options), _DIFF_SCHEMA)
 
 
 def _paths(paths: PathLike | Iterable[PathLike]) -> list[str]:

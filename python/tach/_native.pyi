@@ -7,26 +7,31 @@ from typing import Any, Literal
 _Path = str | PathLike[str]
 
 DEBUG_BUILD: bool
+__version__: str
+# The field names of the specs every front end fills (record, filter, top, diff).
+SPEC_FIELDS: dict[str, list[str]]
 
 class TachError(ValueError): ...
 
 # --- the recorder (src/python/record.rs) ---
+# The keywords are RecordSpec's fields as tach.start() spells them (python/tests/
+# test_entrances.py holds this list to the spec).
 def start(
     path: _Path | None = None,
     *,
     rate: float | None = None,
     interval_us: int | None = None,
-    mode: str = "wall",
+    mode: str | None = None,
     all_threads: bool = False,
     opcodes: bool = False,
-    compression: str = "auto",
-    duration: float | None = None,
-    hidden: Sequence[str] = ...,
     gc: bool = True,
     blocking: bool | None = None,
+    native: bool = False,
     async_aware: bool = False,
     async_mode: str | None = None,
-    native: bool = False,
+    compression: str | None = None,
+    duration: float | None = None,
+    hidden: Sequence[str] = ...,
 ) -> None: ...
 
 class RunRequest:
@@ -83,12 +88,12 @@ class NativeProfile:
         format: str,
         path: _Path | None = None,
         *,
-        threads: Sequence[int] | None = None,
-        start: float | None = None,
-        end: float | None = None,
-        status: Sequence[str] | None = None,
         title: str | None = None,
         options: Sequence[tuple[str, Sequence[str]]] = ...,
+        threads: int | Sequence[int] | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        status: str | Sequence[str] | None = None,
     ) -> bytes | str | None: ...
 
 def open_profile(path: _Path) -> NativeProfile: ...
@@ -99,16 +104,45 @@ def convert(
     out_dir: _Path,
     workers: int | None = None,
     *,
-    threads: Sequence[int] | None = None,
-    start: float | None = None,
-    end: float | None = None,
-    status: Sequence[str] | None = None,
     title: str | None = None,
     options: Sequence[tuple[str, Sequence[str]]] = ...,
+    threads: int | Sequence[int] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    status: str | Sequence[str] | None = None,
 ) -> list[tuple[str, str, str | None]]: ...
 def export_formats() -> list[tuple[str, str, str, bool]]: ...
 def table_columns(name: str) -> list[tuple[str, str]]: ...
 def cli_main(argv: Sequence[str]) -> int: ...
+
+# --- reports (src/python/report.rs): TopOptions' or DiffOptions' fields and the
+# filter's (defaults: the specs', as `tach top --help` / `tach diff --help` show) ---
+def top_json(
+    paths: Sequence[_Path],
+    *,
+    by: str = ...,
+    sort: str = ...,
+    limit: int | None = None,
+    per_file: bool = False,
+    threads: int | Sequence[int] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    status: str | Sequence[str] | None = None,
+) -> str: ...
+def diff_json(
+    base: Sequence[_Path],
+    new: Sequence[_Path],
+    *,
+    by: str = ...,
+    metric: str = ...,
+    alpha: float = ...,
+    min_share: float = ...,
+    min_change: float = ...,
+    threads: int | Sequence[int] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    status: str | Sequence[str] | None = None,
+) -> str: ...
 
 # --- writing (src/python/writer.rs) ---
 class Writer:

@@ -35,21 +35,16 @@ BLOCKING_MIN_INTERVAL_US = _native.BLOCKING_MIN_INTERVAL_US
 def start(path=None, *, quiet=False, **options):
     """Start recording into ``path`` (default ``tach_<pid>.tach``).
 
-    Options (those of ``tach record``, with its defaults, checks and messages): rate:
-    samples per second (default 1000), or interval_us; mode: wall, cpu, gil or
-    exception; all_threads: sample every thread, not only the main one; opcodes: record
-    the base opcode of each frame's current instruction; gc: mark garbage collection
-    with a ``<GC>`` frame (CPython's default; False is ``--no-gc``); compression: auto,
-    zstd or none; duration: stop sampling after this many seconds; blocking: pause the
-    thread holding the GIL while each sample is read, so that every sample is one
-    moment's stacks; False reads running threads (cheaper, less accurate). The default
-    (None) blocks at rates up to 1 kHz, where it costs the program about 2%, and not
-    above (about 30% at 10 kHz). async_aware: asyncio tasks as ``<task>`` frames under
-    the tasks awaiting them (CPython 3.14 and 3.15, wall mode; on 3.11-3.13 the running
-    task alone), async_mode: running (default) or all (3.14, 3.15). native: native stacks (C, C++ and Rust frames, with the Python
-    frames where the interpreter runs them; x86-64), which implies blocking; with
-    all_threads, threads that run no Python too. quiet: do not print the summary line
-    at stop.
+    The options are those of ``tach record`` and ``python -m tach run`` (``python -m
+    tach run --help`` lists and explains them, with their defaults), as keywords: the
+    flag's name with underscores for dashes (``all_threads=True`` is ``-a
+    --all-threads``, ``mode="cpu"``, ``rate=10000``, ``async_aware=True``...), with
+    three spellings of its own: ``interval_us`` (microseconds between samples, instead
+    of a rate), ``gc=False`` (``--no-gc``) and ``blocking`` (True: ``--blocking``,
+    False: ``--no-blocking``, None: blocking at rates up to 1 kHz, where it costs the
+    program about 2%, and not above). The same checks and messages as the flags: an
+    unknown keyword raises TypeError, a bad value ValueError. quiet: do not print the
+    summary line at stop.
     """
     # Validated natively, by the code that checks `tach record`'s flags: one set of
     # rules and messages (ValueError) for every front end.

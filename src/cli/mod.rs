@@ -236,6 +236,63 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// The ids of `command`'s arguments (a flag's id is its field's name).
+    fn argument_ids(command: &str) -> Vec<String> {
+        let cli = Cli::command();
+        let sub = cli.find_subcommand(command).expect(command);
+        sub.get_arguments()
+            .map(|a| a.get_id().to_string())
+            .filter(|id| id != "help")
+            .collect()
+    }
+
+    #[test]
+    fn every_command_takes_exactly_its_specs_fields() {
+        use crate::record::options::RecordSpec;
+        use crate::report::{field_names, DiffOptions, FilterSpec, TopOptions};
+        // A spec field with no flag, on purpose: the command line takes a rate, and
+        // `tach.start(interval_us=)` alone the interval.
+        const NOT_FLAGS: [&str; 1] = ["interval_us"];
+        let record = field_names::<RecordSpec>();
+        let filter = field_names::<FilterSpec>();
+        // (command, its specs, its own arguments)
+        let commands: [(&str, Vec<&[&str]>, &[&str]); 3] = [
+            (
+                "top",
+                vec![field_names::<TopOptions>(), filter, record],
+                &["files", "format", "pid", "argv"],
+            ),
+            (
+                "diff",
+                vec![field_names::<DiffOptions>(), filter],
+                &["pair", "base", "new", "limit", "format", "flamegraph"],
+            ),
+            (
+                "record",
+                vec![record],
+                &["pid", "in_process", "subprocesses", "argv"],
+            ),
+        ];
+        for (command, specs, own) in commands {
+            let mut want: Vec<String> = specs
+                .iter()
+                .flat_map(|fields| fields.iter())
+                .filter(|f| !NOT_FLAGS.contains(f))
+                .chain(own)
+                .map(|f| f.to_string())
+                .collect();
+            let mut got = argument_ids(command);
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "tach {command}");
+        }
+        // `export` has the formats' own flags beside the filter: every field is one.
+        let export = argument_ids("export");
+        for field in filter {
+            assert!(export.iter().any(|id| id == field), "tach export --{field}");
+        }
+    }
+
     #[test]
     fn broken_pipe_is_recognised_through_error_sources() {
         let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);

@@ -38,7 +38,7 @@ pub(super) struct TopArgs {
     #[arg(long, default_value = "table", value_parser = names::parser::<report::Format>(report::Format::WHAT))]
     format: report::Format,
     /// Live view: attach to this running Python process (CPython 3.9-3.15).
-    #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "files"], conflicts_with_all = FILE_OPTIONS, help_heading = "Live view")]
+    #[arg(short, long, value_name = "PID", conflicts_with_all = ["argv", "files"], conflicts_with_all = file_options(), help_heading = "Live view")]
     pid: Option<i32>,
     #[command(flatten, next_help_heading = "Live view")]
     recording: RecordSpec,
@@ -48,17 +48,20 @@ pub(super) struct TopArgs {
         last = true,
         value_name = "PYTHON ARGS",
         conflicts_with = "files",
-        conflicts_with_all = FILE_OPTIONS,
+        conflicts_with_all = file_options(),
         help_heading = "Live view"
     )]
     argv: Vec<std::ffi::OsString>,
 }
 
 /// The options for files, which the live view refuses (it filters by thread with its
-/// keys); recording options (the `RecordSpec` group) are the live view's alone.
-const FILE_OPTIONS: [&str; 7] = [
-    "threads", "start", "end", "status", "limit", "per_file", "format",
-];
+/// keys): the sample filter's, and the table's; recording options (the `RecordSpec`
+/// group) are the live view's alone.
+fn file_options() -> Vec<&'static str> {
+    let mut ids = report::field_names::<report::FilterSpec>().to_vec();
+    ids.extend(["limit", "per_file", "format"]);
+    ids
+}
 
 /// `tach top --pid` / `tach top -- PROGRAM`: the live view.
 fn top_live(args: TopArgs) -> Result<ExitCode, CliError> {

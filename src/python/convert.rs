@@ -121,6 +121,15 @@ fn to_data(value: &Bound<'_, PyAny>) -> Result<Data, String> {
     if let Ok(f) = value.cast::<PyFloat>() {
         return Ok(Data::Float(f.value()));
     }
+    // Integers of other types (numpy's, a polars scalar's) by their index.
+    if value.hasattr("__index__").unwrap_or(false) {
+        if let Ok(n) = value.extract::<u64>() {
+            return Ok(Data::Unsigned(n));
+        }
+        if let Ok(n) = value.extract::<i64>() {
+            return Ok(Data::Signed(n));
+        }
+    }
     if let Ok(s) = value.cast::<PyString>() {
         return Ok(Data::Str(s.to_str().map_err(|e| e.to_string())?.to_owned()));
     }

@@ -11,6 +11,7 @@ mod corruption;
 #[cfg(feature = "query")]
 mod dataset;
 mod docs;
+mod entrances;
 mod export_cpython;
 mod export_viz;
 mod golden;
