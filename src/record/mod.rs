@@ -38,6 +38,8 @@ pub(crate) mod attach;
 mod children;
 pub(crate) mod clock;
 mod elf;
+// `tach dump` lives here and is reached only from the command line.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod external;
 mod layout;
 mod linetable;

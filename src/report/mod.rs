@@ -8,6 +8,7 @@
 
 mod diff;
 mod flamediff;
+#[cfg(feature = "cli")]
 pub mod live;
 mod output;
 mod top;
@@ -36,7 +37,8 @@ pub enum ReportError {
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
 /// What one row of a report stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "record", derive(clap::ValueEnum))]
 pub enum GroupBy {
     /// (filename, function name): every line of a function together.
     #[default]
