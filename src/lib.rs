@@ -50,7 +50,10 @@ pub mod export;
 #[cfg(feature = "cli")]
 mod live;
 mod names;
+// The recorder's options' doc comments are clap's `--help` text, where `<pid>` and
+// `<GC>` are words, not HTML.
 #[cfg(feature = "record")]
+#[allow(rustdoc::invalid_html_tags)]
 pub mod record;
 pub mod report;
 mod tach;
@@ -77,13 +80,14 @@ pub use crate::tach::{
     WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL, MAX_STACK_DEPTH,
 };
 
-/// Samples aggregated: counted by stack, indexed by thread, summed per key.
-///
-/// [`StackCounts`] counts each distinct stack once per thread and status (the fastest
-/// pass over a file); [`ProfileIndex`] adds each thread's samples in time order;
-/// [`totals()`] gives self and cumulative samples per key (a function, a line, a file)
-/// from either.
 pub mod aggregate {
+    //! Samples aggregated: counted by stack, indexed by thread, summed per key.
+    //!
+    //! [`StackCounts`] counts each distinct stack once per thread and status (the
+    //! fastest pass over a file); [`ProfileIndex`] adds each thread's samples in time
+    //! order; [`totals()`] gives self and cumulative samples per key (a function, a
+    //! line, a file) from either.
+
     pub use crate::tach::counts::{GroupCount, StackCounts};
     pub use crate::tach::index::{ProfileIndex, StackTable, ThreadProfile};
     pub use crate::tach::totals::{totals, KeyTotals, Totals};

@@ -9,7 +9,7 @@
 mod diff;
 mod flamediff;
 #[cfg(feature = "cli")]
-pub mod live;
+pub(crate) mod live;
 mod output;
 mod top;
 
