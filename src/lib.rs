@@ -1,35 +1,59 @@
 //! tach: read, check, rewrite, export, query and record CPython's TACH sampling
 //! profiles (the `--binary` output of CPython 3.15's `profiling.sampling`).
 //!
-//! The modules are private; what a user of the library needs is re-exported:
+//! The public surface:
 //!
 //! - the format, at the crate root: [`TachFile`] reads a file (its samples as a
-//!   [`SampleStream`], its frames, strings and header), [`Writer`] writes one,
-//!   [`SampleFilter`] selects samples, [`ProfileIndex`] and [`StackCounts`] aggregate
-//!   them, [`totals()`] gives self and cumulative samples per key, [`rewrite`] re-encodes,
-//!   [`recover()`] rebuilds a file from the crash journal a killed recording left;
-//! - [`export`]: one exporter per output format behind [`export::Exporter`], and the
-//!   registry every front end uses;
-//! - [`query`] (feature `query`): SQL over profiles;
-//! - [`record`]: the recorder, attached to a running interpreter from outside
-//!   ([`record::attach()`] then [`record::Session::start`]) or run as a command
-//!   ([`record::RecordCommand`]); the same options for every front end
-//!   ([`record::options::RecordSpec`]);
+//!   [`SampleStream`] or [`Run`]s, its frames, strings, [`Header`] and [`Stats`]),
+//!   [`Writer`] writes one, [`SampleFilter`] selects samples by thread, time and
+//!   [`status`], [`rewrite`] re-encodes, [`recover()`] rebuilds a file from the crash
+//!   journal ([`journal_path`]) a killed recording left;
+//! - [`aggregate`]: samples counted by stack ([`aggregate::StackCounts`],
+//!   [`aggregate::ProfileIndex`]) and self and cumulative totals per key
+//!   ([`aggregate::totals()`]);
+//! - [`export`]: one exporter per output format behind [`export::Exporter`], found by
+//!   name in the registry every front end uses ([`export::find`], [`export::export_to`]);
 //! - [`report`]: `tach top` (the pstats summary table) and `tach diff` (share changes
 //!   beyond noise between two sets of runs);
-//! - [`run_cli`]: the `tach` command line, a thin clap layer over the above.
+//! - `query` (feature `query`, on by default): SQL over profiles;
+//! - `record` (feature `record`): the recorder, attached to a running interpreter from
+//!   outside (`record::attach()` then `record::Session::start`) or run as a command,
+//!   with the same options for every front end (`record::options`, clap types);
+//! - `run_cli` (feature `cli`, on by default): the `tach` command line, a thin clap
+//!   layer over the above.
+//!
+//! Every other module is private. With `default-features = false` the crate reads,
+//! writes, aggregates, reports and exports (and, adding feature `query`, queries)
+//! without compiling the command line, the recorder or the native unwinder.
 //!
 //! Data flows one way: bytes → the reader → samples or an aggregated index → an
 //! exporter, the query tables or a report. The format knows nothing of output formats.
+//!
+//! ```no_run
+//! let file = tach::TachFile::open("profile.bin")?;
+//! println!("{} samples", file.header().sample_count);
+//! for sample in file.samples() {
+//!     let sample = sample?;
+//!     println!("thread {} at {} us: {} frames", sample.thread_id, sample.timestamp_us, sample.stack.len());
+//! }
+//! # Ok::<(), tach::TachError>(())
+//! ```
 
-// The binary's plumbing is private: the command line (reached through [`run_cli`]),
-// the live view behind `tach top --pid`, the allocator the binary installs, and the
-// names every front end parses.
+// The binary's plumbing is private: the command line (reached through `run_cli`), the
+// live view behind `tach top --pid`, the allocator the binary installs, and the names
+// every front end parses.
+#[cfg(feature = "cli")]
 mod alloc;
+#[cfg(feature = "cli")]
 mod cli;
 pub mod export;
+#[cfg(feature = "cli")]
 mod live;
 mod names;
+// The recorder's options' doc comments are clap's `--help` text, where `<pid>` and
+// `<GC>` are words, not HTML.
+#[cfg(feature = "record")]
+#[allow(rustdoc::invalid_html_tags)]
 pub mod record;
 pub mod report;
 mod tach;
@@ -47,19 +71,34 @@ pub mod python;
 #[cfg(feature = "query")]
 pub mod query;
 
-pub use crate::tach::counts::{Chunking, GroupCount, Route, StackCounts};
 pub use crate::tach::filter::{status, FilterError};
-pub use crate::tach::index::{first_timestamp, StackTable, ThreadProfile};
 pub use crate::tach::journal::journal_path;
 pub use crate::tach::recover::{self, recover, RecoverError, Recovered};
 pub use crate::tach::rewrite;
-pub use crate::tach::totals::{totals, KeyTotals, Totals};
 pub use crate::tach::{
     ByteOrder, CaptureFeatures, Compression, Config, Decompression, Footer, FormatError,
-    FrameEntry, Header, Located, Location, OwnedSample, ProfileIndex, ProfilingMode, RecordKind,
-    RecordMix, Region, Result, Run, Sample, SampleFilter, SampleStream, Stats, TachError, TachFile,
-    WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL, MAX_STACK_DEPTH, RUN_BATCH,
+    FrameEntry, Header, Located, Location, OwnedSample, ProfilingMode, RecordKind, RecordMix,
+    Region, Result, Run, Sample, SampleFilter, SampleStream, Stats, TachError, TachFile,
+    WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL, MAX_STACK_DEPTH,
 };
+
+pub mod aggregate {
+    //! Samples aggregated: counted by stack, indexed by thread, summed per key.
+    //!
+    //! [`StackCounts`] counts each distinct stack once per thread and status (the
+    //! fastest pass over a file); [`ProfileIndex`] adds each thread's samples in time
+    //! order; [`totals()`] gives self and cumulative samples per key (a function, a
+    //! line, a file) from either.
+
+    pub use crate::tach::counts::{GroupCount, StackCounts};
+    pub use crate::tach::index::{ProfileIndex, StackTable, ThreadProfile};
+    pub use crate::tach::totals::{totals, KeyTotals, Totals};
+}
+
+/// The timestamp of a file's first sample: the origin of [`SampleFilter`]'s start and
+/// end times. Public for the integration tests only.
+#[doc(hidden)]
+pub use crate::tach::index::first_timestamp;
 
 /// Runs the `tach` command line `args` (the first word is the program name) and returns
 /// its exit status: 0 success, 1 a bad or unreadable input, 2 a usage error. Never exits
@@ -69,6 +108,7 @@ pub use crate::tach::{
 /// use public items, and a function keeps the clap definitions and the subcommands'
 /// modules private (free to change) where a `#[doc(hidden)] pub mod cli` would make
 /// every item in them reachable API.
+#[cfg(feature = "cli")]
 pub fn run_cli<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
@@ -81,8 +121,13 @@ where
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing {
+    /// The counter's chunk sizes, chosen by the fuzz target (`fuzz/fuzz_targets/counts.rs`)
+    /// so that small inputs are cut into many chunks.
+    pub use crate::tach::counts::{Chunking, Route};
+
     /// Walks a native stack made from `data` with this process's unwind tables
     /// (`fuzz/fuzz_targets/native.rs`).
+    #[cfg(feature = "record")]
     pub fn native_walk(data: &[u8]) {
         crate::record::native_fuzz_walk(data)
     }
@@ -91,5 +136,6 @@ pub mod fuzzing {
 /// The allocator the `tach` binary installs (big blocks on transparent huge pages:
 /// fewer page faults in exports). A library does not choose its user's allocator, so
 /// it is here for `src/main.rs` only.
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub use crate::alloc::HugePageAlloc;

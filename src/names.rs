@@ -3,29 +3,19 @@
 //! end (the CLI, `python -m tach run`, the Python keywords) turns a name into the value
 //! with [`parse`], so a bad name gets one message everywhere and `--help` lists the
 //! names from the same place ([`parser`]).
+//!
+//! clap is built with the recorder (feature `record`: its options are clap types). A
+//! build without it (a library that only reads, reports and exports) still parses the
+//! report's names: [`without_clap`] lists them, and a test checks the lists against
+//! clap's derive.
 
-use std::ffi::OsStr;
-use std::marker::PhantomData;
+#[cfg(feature = "record")]
+pub use with_clap::*;
+#[cfg(not(feature = "record"))]
+pub use without_clap::{name, parse};
 
-use clap::builder::{PossibleValue, TypedValueParser};
-use clap::ValueEnum;
-
-/// The value of `E` called `text`, or the message every front end gives:
-/// `unknown mode 'x': use wall, cpu, gil or exception`.
-pub fn parse<E: ValueEnum>(what: &str, text: &str) -> Result<E, String> {
-    E::value_variants()
-        .iter()
-        .find(|v| {
-            v.to_possible_value()
-                .is_some_and(|p| p.matches(text, false))
-        })
-        .cloned()
-        .ok_or_else(|| format!("unknown {what} '{text}': use {}", listed::<E>()))
-}
-
-/// The names of `E`'s values: "a, b or c".
-pub fn listed<E: ValueEnum>() -> String {
-    let names: Vec<String> = possible::<E>().map(|p| p.get_name().to_string()).collect();
+/// "a, b or c".
+fn joined(names: Vec<String>) -> String {
     match names.split_last() {
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
@@ -33,56 +23,154 @@ pub fn listed<E: ValueEnum>() -> String {
     }
 }
 
-/// The name of `value` (`E`'s own, as `--help` shows it).
-pub fn name<E: ValueEnum>(value: &E) -> String {
-    value
-        .to_possible_value()
-        .map(|p| p.get_name().to_string())
-        .unwrap_or_default()
+/// The message every front end gives for a bad name:
+/// `unknown mode 'x': use wall, cpu, gil or exception`.
+fn unknown(what: &str, text: &str, names: Vec<String>) -> String {
+    format!("unknown {what} '{text}': use {}", joined(names))
 }
 
-fn possible<E: ValueEnum>() -> std::vec::IntoIter<PossibleValue> {
-    let values: Vec<PossibleValue> = E::value_variants()
-        .iter()
-        .filter_map(|v| v.to_possible_value())
-        .filter(|p| !p.is_hide_set())
-        .collect();
-    values.into_iter()
-}
+#[cfg(feature = "record")]
+mod with_clap {
+    use std::ffi::OsStr;
+    use std::marker::PhantomData;
 
-/// clap's parser for a value of `E`: [`parse`]'s message on a bad name, and the names
-/// as `--help`'s possible values.
-pub fn parser<E: ValueEnum + Clone + Send + Sync + 'static>(what: &'static str) -> Parser<E> {
-    Parser {
-        what,
-        values: PhantomData,
+    use clap::builder::{PossibleValue, TypedValueParser};
+    use clap::ValueEnum;
+
+    /// The value of `E` called `text`, or the message every front end gives:
+    /// `unknown mode 'x': use wall, cpu, gil or exception`.
+    pub fn parse<E: ValueEnum>(what: &str, text: &str) -> Result<E, String> {
+        E::value_variants()
+            .iter()
+            .find(|v| {
+                v.to_possible_value()
+                    .is_some_and(|p| p.matches(text, false))
+            })
+            .cloned()
+            .ok_or_else(|| super::unknown(what, text, names::<E>()))
+    }
+
+    fn names<E: ValueEnum>() -> Vec<String> {
+        possible::<E>().map(|p| p.get_name().to_string()).collect()
+    }
+
+    /// The name of `value` (`E`'s own, as `--help` shows it).
+    pub fn name<E: ValueEnum>(value: &E) -> String {
+        value
+            .to_possible_value()
+            .map(|p| p.get_name().to_string())
+            .unwrap_or_default()
+    }
+
+    fn possible<E: ValueEnum>() -> std::vec::IntoIter<PossibleValue> {
+        let values: Vec<PossibleValue> = E::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .filter(|p| !p.is_hide_set())
+            .collect();
+        values.into_iter()
+    }
+
+    /// clap's parser for a value of `E`: [`parse`]'s message on a bad name, and the names
+    /// as `--help`'s possible values.
+    pub fn parser<E: ValueEnum + Clone + Send + Sync + 'static>(what: &'static str) -> Parser<E> {
+        Parser {
+            what,
+            values: PhantomData,
+        }
+    }
+
+    /// See [`parser`].
+    #[derive(Clone)]
+    pub struct Parser<E> {
+        what: &'static str,
+        values: PhantomData<fn() -> E>,
+    }
+
+    impl<E: ValueEnum + Clone + Send + Sync + 'static> TypedValueParser for Parser<E> {
+        type Value = E;
+
+        fn parse_ref(
+            &self,
+            cmd: &clap::Command,
+            _arg: Option<&clap::Arg>,
+            value: &OsStr,
+        ) -> Result<E, clap::Error> {
+            parse(self.what, &value.to_string_lossy()).map_err(|message| {
+                clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n"))
+                    .with_cmd(cmd)
+            })
+        }
+
+        fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+            Some(Box::new(possible::<E>()))
+        }
     }
 }
 
-/// See [`parser`].
-#[derive(Clone)]
-pub struct Parser<E> {
-    what: &'static str,
-    values: PhantomData<fn() -> E>,
-}
+/// The report's names, for a build without clap. Each list is in the order of the
+/// enum's variants, as clap's derive gives them (`names_match_clap` checks both).
+#[cfg(any(test, not(feature = "record")))]
+pub(crate) mod without_clap {
+    use crate::report::{Format, GroupBy, Metric, SortBy};
 
-impl<E: ValueEnum + Clone + Send + Sync + 'static> TypedValueParser for Parser<E> {
-    type Value = E;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        _arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<E, clap::Error> {
-        parse(self.what, &value.to_string_lossy()).map_err(|message| {
-            clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n"))
-                .with_cmd(cmd)
-        })
+    /// A closed set of values, each with its name.
+    pub trait Named: Sized + Copy + PartialEq + 'static {
+        const NAMES: &'static [(&'static str, Self)];
     }
 
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(possible::<E>()))
+    impl Named for Format {
+        const NAMES: &'static [(&'static str, Self)] = &[
+            ("table", Format::Table),
+            ("csv", Format::Csv),
+            ("json", Format::Json),
+        ];
+    }
+
+    impl Named for GroupBy {
+        const NAMES: &'static [(&'static str, Self)] = &[
+            ("function", GroupBy::Function),
+            ("line", GroupBy::Line),
+            ("file", GroupBy::File),
+        ];
+    }
+
+    impl Named for Metric {
+        const NAMES: &'static [(&'static str, Self)] =
+            &[("self", Metric::SelfShare), ("total", Metric::Total)];
+    }
+
+    impl Named for SortBy {
+        const NAMES: &'static [(&'static str, Self)] = &[
+            ("self", SortBy::SelfTime),
+            ("total", SortBy::TotalTime),
+            ("samples", SortBy::Samples),
+            ("name", SortBy::Name),
+        ];
+    }
+
+    /// The value of `E` called `text`, or the message every front end gives.
+    #[cfg_attr(test, allow(dead_code))]
+    pub fn parse<E: Named>(what: &str, text: &str) -> Result<E, String> {
+        E::NAMES
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|&(_, value)| value)
+            .ok_or_else(|| super::unknown(what, text, names::<E>()))
+    }
+
+    /// The name of `value`.
+    #[cfg_attr(test, allow(dead_code))]
+    pub fn name<E: Named>(value: &E) -> String {
+        E::NAMES
+            .iter()
+            .find(|(_, v)| v == value)
+            .map(|(name, _)| name.to_string())
+            .unwrap_or_default()
+    }
+
+    fn names<E: Named>() -> Vec<String> {
+        E::NAMES.iter().map(|(name, _)| name.to_string()).collect()
     }
 }
 
@@ -135,8 +223,10 @@ pub mod optional {
 }
 
 #[cfg(test)]
+#[cfg(feature = "record")]
 mod tests {
     use super::*;
+    use clap::ValueEnum;
 
     #[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
     enum Fruit {
@@ -177,5 +267,30 @@ mod tests {
             help.contains("[possible values: apple, blood-orange, pear]"),
             "{help}"
         );
+    }
+
+    /// The lists a build without clap parses with are clap's names, in clap's order.
+    #[test]
+    fn names_match_clap() {
+        use crate::report::{Format, GroupBy, Metric, SortBy};
+        fn check<E: ValueEnum + without_clap::Named + std::fmt::Debug>() {
+            let clap: Vec<(String, E)> =
+                E::value_variants().iter().map(|v| (name(v), *v)).collect();
+            let ours: Vec<(String, E)> =
+                E::NAMES.iter().map(|&(n, v)| (n.to_string(), v)).collect();
+            assert_eq!(clap, ours);
+            for (n, v) in &ours {
+                assert_eq!(parse::<E>("x", n).as_ref(), Ok(v));
+                assert_eq!(&without_clap::parse::<E>("x", n), &Ok(*v));
+            }
+            assert_eq!(
+                parse::<E>("x", "nope").unwrap_err(),
+                without_clap::parse::<E>("x", "nope").unwrap_err()
+            );
+        }
+        check::<Format>();
+        check::<GroupBy>();
+        check::<Metric>();
+        check::<SortBy>();
     }
 }

@@ -8,7 +8,7 @@ use std::io::Cursor;
 use std::path::PathBuf;
 
 use criterion::{criterion_group, Criterion, Throughput};
-use tach::ProfileIndex;
+use tach::aggregate::ProfileIndex;
 use tach::{rewrite, Decompression, SampleFilter, TachFile};
 
 fn inputs() -> Vec<PathBuf> {

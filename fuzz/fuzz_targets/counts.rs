@@ -8,7 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tach::{Chunking, StackCounts};
+use tach::aggregate::StackCounts;
+use tach::fuzzing::Chunking;
 use tach::TachFile;
 
 const CHUNKINGS: [Chunking; 3] = [

@@ -2,8 +2,8 @@
 //! from the reader. The tables and their columns are documented in `docs/query.md`;
 //! the Parquet exporter writes the same schema.
 //!
-//! - [`tables`] builds the tables (anonymous scans with projection pushdown).
-//! - [`guard`] refuses anything but one SELECT over the registered tables.
+//! - `tables` builds the tables (anonymous scans with projection pushdown).
+//! - `guard` refuses anything but one SELECT over the registered tables.
 //! - [`output`] prints or writes results.
 
 pub(crate) mod batches;
@@ -208,7 +208,7 @@ impl QueryEngine {
 
     /// The checked query as a lazy frame. Count-only aggregates over `samples` run on
     /// grouped samples, and `select distinct` over `stacks` columns on a scan that
-    /// leaves out repeated rows itself ([`pushdown`]), when the rewritten query has the
+    /// leaves out repeated rows itself (`pushdown`), when the rewritten query has the
     /// same output columns and types as the original; anything else runs as written.
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
         let sql = self.checked(sql)?;
@@ -394,7 +394,7 @@ fn without_syntax_tree(message: &str) -> String {
     message.to_string()
 }
 
-/// The tables and their columns, for `--schema` (see [`schema`]).
+/// The tables and their columns, for `--schema` (see `schema`).
 pub fn schema_text() -> String {
     schema::schema_text()
 }

@@ -37,6 +37,8 @@ mod children;
 pub(crate) mod clock;
 mod command;
 mod discovery;
+// `tach dump` is reached only from the command line.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 mod dump;
 mod interpreter;
 mod native;

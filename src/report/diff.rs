@@ -25,11 +25,12 @@ use crate::tach::index::{first_timestamp, StackTable};
 use crate::tach::{SampleFilter, TachFile};
 
 /// Which share is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "record", derive(clap::ValueEnum))]
 pub enum Metric {
     /// Samples with the key running (innermost).
     #[default]
-    #[value(name = "self")]
+    #[cfg_attr(feature = "record", value(name = "self"))]
     SelfShare,
     /// Samples with the key anywhere on the stack (once per sample).
     Total,

@@ -61,11 +61,6 @@ impl LiveProfile {
         }
     }
 
-    /// The sampling interval the recording was asked for.
-    pub fn interval_us(&self) -> u64 {
-        self.interval_us
-    }
-
     /// (samples, ticks, ticks with errors) so far: the header's counters, cheap enough
     /// to read on every redraw.
     pub fn counters(&self) -> (u64, u64, u64) {
@@ -228,11 +223,6 @@ pub struct LiveThread {
 }
 
 impl LiveData {
-    /// Samples copied so far.
-    pub fn samples(&self) -> u64 {
-        self.samples
-    }
-
     fn counts_of(&self, thread: ThreadChoice) -> impl Iterator<Item = &(CountKey, u64)> {
         self.counts
             .iter()

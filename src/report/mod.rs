@@ -8,7 +8,8 @@
 
 mod diff;
 mod flamediff;
-pub mod live;
+#[cfg(feature = "cli")]
+pub(crate) mod live;
 mod output;
 mod spec;
 mod top;
@@ -38,7 +39,8 @@ pub enum ReportError {
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
 /// What one row of a report stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "record", derive(clap::ValueEnum))]
 pub enum GroupBy {
     /// (filename, function name): every line of a function together.
     #[default]

@@ -6,7 +6,8 @@ use super::diff::DiffReport;
 use super::top::{TopReport, TopRow};
 use super::{GroupBy, Key, ReportError, Result};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "record", derive(clap::ValueEnum))]
 pub enum Format {
     #[default]
     Table,

@@ -10,14 +10,15 @@ use crate::names;
 use crate::tach::{ProfileIndex, SampleFilter, TachFile};
 
 /// The order of the rows (largest first, except by name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "record", derive(clap::ValueEnum))]
 pub enum SortBy {
     /// Self time.
     #[default]
-    #[value(name = "self")]
+    #[cfg_attr(feature = "record", value(name = "self"))]
     SelfTime,
     /// Total time.
-    #[value(name = "total")]
+    #[cfg_attr(feature = "record", value(name = "total"))]
     TotalTime,
     /// Self samples (differs from self time when the files' intervals differ).
     Samples,

@@ -256,7 +256,7 @@ pub struct Header {
 }
 
 impl Header {
-    /// Parses the header; `data` must hold at least [`HEADER_SIZE`] bytes.
+    /// Parses the header; `data` must hold at least `HEADER_SIZE` bytes.
     /// Returns the error with the byte offset of the offending field.
     pub fn parse(data: &[u8]) -> Result<Header, (u64, FormatError)> {
         let magic_le = u32::from_le_bytes(array(data, 0));

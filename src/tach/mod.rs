@@ -7,6 +7,7 @@ pub mod filter;
 mod grammar;
 pub mod header;
 pub mod index;
+#[cfg(feature = "cli")]
 pub mod info;
 pub mod journal;
 pub mod reader;
@@ -27,6 +28,6 @@ pub use header::{
 };
 pub use index::ProfileIndex;
 pub use reader::{Decompression, SampleStream, TachFile};
-pub use records::{OwnedSample, RecordKind, RecordMix, Run, Sample, RUN_BATCH};
+pub use records::{OwnedSample, RecordKind, RecordMix, Run, Sample};
 pub use tables::{FrameEntry, Location};
 pub use writer::{WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL};

@@ -81,7 +81,7 @@ impl<'a> Run<'a> {
         self.statuses.is_empty()
     }
 
-    /// The run's samples one by one, as [`SampleDecoder::next_sample`] gives them.
+    /// The run's samples one by one, as `SampleDecoder::next_sample` gives them.
     pub fn samples(&self) -> impl Iterator<Item = Sample<'a>> + '_ {
         self.timestamps_us
             .iter()

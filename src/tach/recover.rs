@@ -1,4 +1,4 @@
-//! `tach recover`: turns a crash journal ([`super::journal`]) into a TACH file.
+//! `tach recover`: turns a crash journal (`journal`) into a TACH file.
 //!
 //! The journal is read up to its last complete, checksummed record. A torn last write
 //! (the process died inside write(2), or the file was cut) is dropped and reported,

@@ -91,7 +91,7 @@ impl WriterBuilder {
         self
     }
 
-    /// Keeps a crash journal at `path` (see [`super::journal`]): the file is created
+    /// Keeps a crash journal at `path` (see `journal`): the file is created
     /// now, appended to by [`Writer::sync_journal`] and deleted once the output file is
     /// complete. Without it (the default) the writer writes only its output.
     pub fn journal(mut self, path: Option<PathBuf>) -> Self {

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use tach::aggregate::ProfileIndex;
 use tach::report::{diff, top, DiffOptions, DiffReport, GroupBy, TopOptions, TopReport, Verdict};
 use tach::{SampleFilter, TachFile};
 
@@ -227,7 +228,7 @@ fn top_command_formats_filters_and_errors() {
     assert!(totals.windows(2).all(|w| w[0] >= w[1]), "{totals:?}");
     // --thread keeps one thread's samples: the same as exporting that thread's pstats.
     let file = TachFile::open(bin).unwrap();
-    let index = tach::ProfileIndex::build(&file, &SampleFilter::default()).unwrap();
+    let index = ProfileIndex::build(&file, &SampleFilter::default()).unwrap();
     let t = &index.threads[1];
     let o = tach()
         .args([

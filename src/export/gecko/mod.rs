@@ -1,7 +1,7 @@
 //! Gecko: a Firefox Profiler "processed" profile with the content of CPython's
 //! `replay --gecko` (`GeckoCollector` in `profiling/sampling/gecko_collector.py`).
 //!
-//! One thread per thread id ("Thread-<tid>"; two interpreters' threads with the same
+//! One thread per thread id (`"Thread-<tid>"`; two interpreters' threads with the same
 //! id are one thread, as in CPython), each with its samples (stack, time in ms from
 //! the first sample), stack / frame / func / resource tables, and interval markers
 //! built from status changes: Has/No GIL, On/Off CPU, Python/Native Code, Waiting for
