@@ -12,7 +12,7 @@
 #[cfg(feature = "record")]
 pub use with_clap::*;
 #[cfg(not(feature = "record"))]
-pub use without_clap::{name, parse};
+pub use without_clap::{name, parse, NameSet};
 
 /// "a, b or c".
 fn joined(names: Vec<String>) -> String {
@@ -36,6 +36,10 @@ mod with_clap {
 
     use clap::builder::{PossibleValue, TypedValueParser};
     use clap::ValueEnum;
+
+    /// A closed set of named values: with clap, its `ValueEnum` derive names them.
+    pub trait NameSet: ValueEnum {}
+    impl<E: ValueEnum> NameSet for E {}
 
     /// The value of `E` called `text`, or the message every front end gives:
     /// `unknown mode 'x': use wall, cpu, gil or exception`.
@@ -119,6 +123,11 @@ pub(crate) mod without_clap {
         const NAMES: &'static [(&'static str, Self)];
     }
 
+    /// A closed set of named values: without clap, [`Named`] names them.
+    #[cfg_attr(test, allow(dead_code))]
+    pub trait NameSet: Named {}
+    impl<E: Named> NameSet for E {}
+
     impl Named for Format {
         const NAMES: &'static [(&'static str, Self)] = &[
             ("table", Format::Table),
@@ -179,7 +188,7 @@ pub(crate) mod without_clap {
 pub fn deserialize<'de, D, E>(deserializer: D, what: &str) -> Result<E, D::Error>
 where
     D: serde::Deserializer<'de>,
-    E: ValueEnum,
+    E: NameSet,
 {
     let text = <String as serde::Deserialize>::deserialize(deserializer)?;
     parse(what, &text).map_err(serde::de::Error::custom)
@@ -191,7 +200,7 @@ where
 pub mod optional {
     use serde::{Deserialize, Deserializer};
 
-    fn named<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+    fn named<'de, D: Deserializer<'de>, E: super::NameSet>(
         deserializer: D,
         what: &str,
     ) -> Result<Option<E>, D::Error> {
@@ -203,19 +212,19 @@ pub mod optional {
         }
     }
 
-    pub fn mode<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+    pub fn mode<'de, D: Deserializer<'de>, E: super::NameSet>(
         d: D,
     ) -> Result<Option<E>, D::Error> {
         named(d, "mode")
     }
 
-    pub fn compression<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+    pub fn compression<'de, D: Deserializer<'de>, E: super::NameSet>(
         d: D,
     ) -> Result<Option<E>, D::Error> {
         named(d, "compression")
     }
 
-    pub fn async_mode<'de, D: Deserializer<'de>, E: clap::ValueEnum>(
+    pub fn async_mode<'de, D: Deserializer<'de>, E: super::NameSet>(
         d: D,
     ) -> Result<Option<E>, D::Error> {
         named(d, "async mode")
