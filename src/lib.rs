@@ -65,7 +65,9 @@ mod tach;
 #[allow(dead_code)]
 mod golden_corpus;
 /// The Python extension (feature `python-record`); only its front ends' command-line
-/// definitions are built without it, for the tests that compare them with the CLI's.
+/// definitions are built without it (with `cli`), for the tests that compare them with
+/// the CLI's.
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod python;
 #[cfg(feature = "query")]

@@ -196,7 +196,8 @@ where
 
 /// `#[serde(deserialize_with = ...)]` functions for optional named values, one per
 /// kind of name (what the messages call it), generic over the enum so that this module
-/// knows none of the types it names.
+/// knows none of the types it names. Only the recorder's options use them.
+#[cfg(feature = "record")]
 pub mod optional {
     use serde::{Deserialize, Deserializer};
 
@@ -212,9 +213,7 @@ pub mod optional {
         }
     }
 
-    pub fn mode<'de, D: Deserializer<'de>, E: super::NameSet>(
-        d: D,
-    ) -> Result<Option<E>, D::Error> {
+    pub fn mode<'de, D: Deserializer<'de>, E: super::NameSet>(d: D) -> Result<Option<E>, D::Error> {
         named(d, "mode")
     }
 

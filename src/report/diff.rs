@@ -50,37 +50,38 @@ super::named_value!(Metric);
 /// are their `--help`; every default is [`DiffOptions::default`]'s (clap's
 /// `default_value_t` and serde's `default` read it). The bootstrap's own settings have
 /// no flag and no keyword.
-#[derive(Debug, Clone, PartialEq, clap::Args, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[cfg_attr(feature = "record", derive(clap::Args))]
 #[serde(default, deny_unknown_fields)]
 pub struct DiffOptions {
     /// What one row stands for.
-    #[arg(long, default_value_t, value_parser = crate::names::parser::<GroupBy>(GroupBy::WHAT))]
+    #[cfg_attr(feature = "record", arg(long, default_value_t, value_parser = crate::names::parser::<GroupBy>(GroupBy::WHAT)))]
     pub by: GroupBy,
     /// Which share to compare.
-    #[arg(long, default_value_t, value_parser = crate::names::parser::<Metric>(Metric::WHAT))]
+    #[cfg_attr(feature = "record", arg(long, default_value_t, value_parser = crate::names::parser::<Metric>(Metric::WHAT)))]
     pub metric: Metric,
     /// Family-wise error rate (Holm correction over the compared keys).
-    #[arg(long, default_value_t = DiffOptions::default().alpha)]
+    #[cfg_attr(feature = "record", arg(long, default_value_t = DiffOptions::default().alpha))]
     pub alpha: f64,
     /// Compare only keys with at least this share (percent) on a side.
-    #[arg(long = "min-share", id = "min_share", value_name = "PERCENT",
-          default_value_t = DiffOptions::default().min_share_pct)]
+    #[cfg_attr(feature = "record", arg(long = "min-share", id = "min_share", value_name = "PERCENT",
+          default_value_t = DiffOptions::default().min_share_pct))]
     #[serde(rename = "min_share")]
     pub min_share_pct: f64,
     /// Never call a change smaller than this many percentage points.
-    #[arg(long = "min-change", id = "min_change", value_name = "POINTS",
-          default_value_t = DiffOptions::default().min_change_points)]
+    #[cfg_attr(feature = "record", arg(long = "min-change", id = "min_change", value_name = "POINTS",
+          default_value_t = DiffOptions::default().min_change_points))]
     #[serde(rename = "min_change")]
     pub min_change_points: f64,
     /// Bootstrap resamples.
-    #[arg(skip = DiffOptions::default().resamples)]
+    #[cfg_attr(feature = "record", arg(skip = DiffOptions::default().resamples))]
     #[serde(skip)]
     pub resamples: usize,
     /// Blocks per file (fewer when a file has fewer samples).
-    #[arg(skip = DiffOptions::default().blocks)]
+    #[cfg_attr(feature = "record", arg(skip = DiffOptions::default().blocks))]
     #[serde(skip)]
     pub blocks: usize,
-    #[arg(skip = DiffOptions::default().seed)]
+    #[cfg_attr(feature = "record", arg(skip = DiffOptions::default().seed))]
     #[serde(skip)]
     pub seed: u64,
 }

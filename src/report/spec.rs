@@ -12,22 +12,23 @@ use crate::tach::SampleFilter;
 
 /// The sample filter a user asks for: threads, a time window and status flags. The
 /// doc comments are the flags' `--help`; the Python keywords have the same names.
-#[derive(Debug, Clone, Default, PartialEq, clap::Args, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[cfg_attr(feature = "record", derive(clap::Args))]
 #[serde(default, deny_unknown_fields)]
 pub struct FilterSpec {
     /// Keep only this thread id (repeatable).
-    #[arg(long = "thread", value_name = "TID")]
+    #[cfg_attr(feature = "record", arg(long = "thread", value_name = "TID"))]
     #[serde(deserialize_with = "one_or_many")]
     pub threads: Vec<u64>,
     /// Keep samples from this many seconds after the first sample.
-    #[arg(long, value_name = "SECONDS")]
+    #[cfg_attr(feature = "record", arg(long, value_name = "SECONDS"))]
     pub start: Option<f64>,
     /// Keep samples before this many seconds after the first sample.
-    #[arg(long, value_name = "SECONDS")]
+    #[cfg_attr(feature = "record", arg(long, value_name = "SECONDS"))]
     pub end: Option<f64>,
     /// Keep samples whose status has this flag: on-cpu, has-gil, gil-requested,
     /// has-exception, main-thread, unknown, or no-FLAG (repeatable).
-    #[arg(long, value_name = "FLAG")]
+    #[cfg_attr(feature = "record", arg(long, value_name = "FLAG"))]
     #[serde(deserialize_with = "one_or_many")]
     pub status: Vec<String>,
 }

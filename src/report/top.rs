@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::{seconds_at, FrameKeys, GroupBy, Key, Keys, Result};
+#[cfg(feature = "record")]
 use crate::names;
 use crate::tach::{ProfileIndex, SampleFilter, TachFile};
 
@@ -39,20 +40,21 @@ super::named_value!(SortBy);
 /// How `tach top` and `Profile.top()` build the table. The doc comments are the flags'
 /// `--help`; the defaults are the types' own (clap's `default_value_t`, serde's
 /// `default`).
-#[derive(Debug, Clone, Default, PartialEq, clap::Args, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[cfg_attr(feature = "record", derive(clap::Args))]
 #[serde(default, deny_unknown_fields)]
 pub struct TopOptions {
     /// What one row stands for.
-    #[arg(long, default_value_t, value_parser = names::parser::<GroupBy>(GroupBy::WHAT))]
+    #[cfg_attr(feature = "record", arg(long, default_value_t, value_parser = names::parser::<GroupBy>(GroupBy::WHAT)))]
     pub by: GroupBy,
     /// The order of the rows (largest first, except by name).
-    #[arg(long, default_value_t, value_parser = names::parser::<SortBy>(SortBy::WHAT))]
+    #[cfg_attr(feature = "record", arg(long, default_value_t, value_parser = names::parser::<SortBy>(SortBy::WHAT)))]
     pub sort: SortBy,
     /// Show the first N rows.
-    #[arg(short, long, value_name = "N")]
+    #[cfg_attr(feature = "record", arg(short, long, value_name = "N"))]
     pub limit: Option<usize>,
     /// One row per file and key (a file column) instead of summing the files.
-    #[arg(long)]
+    #[cfg_attr(feature = "record", arg(long))]
     pub per_file: bool,
 }
 
