@@ -7,7 +7,9 @@
 //! records it into a file with [`RecordOptions`], and [`RecordCommand`] does what
 //! `tach record` does (start or attach, stop on a signal or the program's exit).
 //!
-//! The parts, by what each knows; each imports only the ones above it in this list:
+//! The parts, by what each knows; each imports only the ones above it in this list
+//! (but for the pausers in `process/`, which hand `native/` the registers of the threads
+//! they stop, as `native::Registers`):
 //! - `process/`: another process and its memory, nothing of CPython: fault-tolerant
 //!   reads (`memory`), `/proc/PID/maps` (`maps`), the ELF files it mapped (`elf`),
 //!   whether it still runs (`running`), and pausing its threads while a tick reads them
