@@ -31,10 +31,10 @@ use rustc_hash::FxHashMap;
 use super::error::Result;
 use super::grammar::{self, FrameCheck, SliceReader, Stop};
 use super::header::{ByteOrder, Compression, MAX_STACK_DEPTH};
-use super::index::StackTable;
 use super::reader::TachFile;
 use super::records::{splice_top, RecordKind, RECORD_HEADER_SIZE};
 use super::source::zstd_reader;
+use super::stack_table::StackTable;
 use super::varint;
 
 /// Samples of one (stack, thread, status) group.
