@@ -263,7 +263,7 @@ fn paths_in(code: &str, children: &BTreeSet<&str>) -> Vec<String> {
         rest.push_str(&text[..at]);
         let tree = text[at + 4..end].trim().trim_start_matches("::");
         let before = text[..at].trim_end();
-        if before.ends_with("pub") || before.ends_with(')') && before.contains("pub(") {
+        if before.ends_with("pub") || (before.ends_with(')') && before.contains("pub(")) {
             reexports.extend(expand_use(tree));
         } else {
             paths.extend(expand_use(tree));
