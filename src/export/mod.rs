@@ -26,8 +26,10 @@ mod pyjson;
 pub(crate) mod render;
 mod speedscope;
 
+/// The tables the Parquet exporter writes, in order (here, not in `parquet.rs`, so that
+/// this module re-exports nothing from a child that uses it).
 #[cfg(feature = "query")]
-pub use parquet::TABLES as PARQUET_TABLES;
+pub const PARQUET_TABLES: [&str; 4] = ["samples", "frames", "stacks", "stack_counts"];
 
 use std::cell::OnceCell;
 use std::io::Write;
