@@ -26,16 +26,18 @@ mod pyjson;
 pub(crate) mod render;
 mod speedscope;
 
+/// The tables the Parquet exporter writes, in order (here, not in `parquet.rs`, so that
+/// this module re-exports nothing from a child that uses it).
 #[cfg(feature = "query")]
-pub use parquet::TABLES as PARQUET_TABLES;
+pub const PARQUET_TABLES: [&str; 4] = ["samples", "frames", "stacks", "stack_counts"];
 
 use std::cell::OnceCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::tach::filter::BoundFilter;
-use crate::tach::index::{first_timestamp, ProfileIndex};
-use crate::tach::{Sample, SampleFilter, TachError, TachFile};
+use crate::tach::index::ProfileIndex;
+use crate::tach::walk::first_timestamp;
+use crate::tach::{KeptRuns, Sample, SampleFilter, TachError, TachFile};
 
 /// Errors of the export layer.
 #[derive(Debug, thiserror::Error)]
@@ -184,18 +186,26 @@ impl<'a> ExportInput<'a> {
         Ok(*self.origin.get_or_init(|| o))
     }
 
-    /// Calls `f` for every kept sample, in file order.
-    pub fn for_each_sample(&self, mut f: impl FnMut(&Sample<'_>)) -> Result<()> {
+    /// The walk over the file's runs through the filter, its window bound to the
+    /// (cached) first timestamp.
+    pub fn kept_runs<M>(&self) -> Result<KeptRuns<'a, M>> {
         let origin = if self.filter.needs_origin() {
             self.origin_us()?.unwrap_or(0)
         } else {
             0
         };
-        let bound: BoundFilter<'_> = self.filter.bind(origin);
-        let mut stream = self.file.samples();
-        while let Some(run) = stream.next_run()? {
-            for s in run.samples() {
-                if bound.keep(&s) {
+        Ok(KeptRuns::new(self.file, self.filter, origin))
+    }
+
+    /// Calls `f` for every kept sample, in file order.
+    pub fn for_each_sample(&self, mut f: impl FnMut(&Sample<'_>)) -> Result<()> {
+        let mut runs = self.kept_runs::<()>()?;
+        while let Some(r) = runs.next_run()? {
+            if !r.thread_kept {
+                continue;
+            }
+            for (i, s) in r.run.samples().enumerate() {
+                if r.keeps(i) {
                     f(&s);
                 }
             }

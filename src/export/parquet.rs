@@ -36,7 +36,7 @@ use crate::tach::{SampleFilter, TachFile};
 pub struct Parquet;
 
 /// The tables written, in order.
-pub const TABLES: [&str; 4] = ["samples", "frames", "stacks", "stack_counts"];
+pub use super::PARQUET_TABLES as TABLES;
 
 impl Exporter for Parquet {
     fn name(&self) -> &'static str {

@@ -26,7 +26,7 @@ use super::{ExportError, Outcome, Result};
 use crate::query::SCHEMA_VERSION;
 
 /// The tables of a partition, as the Parquet exporter writes them.
-pub use super::parquet::TABLES;
+pub use super::PARQUET_TABLES as TABLES;
 
 /// The key-value metadata keys of a partition's Parquet files.
 pub const KEY_SCHEMA_VERSION: &str = "tach.schema_version";

@@ -23,7 +23,7 @@ use std::io::Write;
 
 use super::render::is_internal;
 use super::{write_error, ExportError, ExportInput, Exporter, Result};
-use crate::tach::index::StackTable;
+use crate::tach::stack_table::StackTable;
 use crate::tach::TachFile;
 
 pub struct Speedscope;
@@ -51,13 +51,35 @@ impl Track {
     }
 }
 
-/// Per decoder thread slot: the track it feeds, the interned id of its current stack,
-/// and its last kept sample still waiting for a weight (stack id, timestamp).
+/// Per decoder thread slot: the track it feeds, and its last kept sample still waiting
+/// for a weight (track, stack id, timestamp). The slot's current stack id is the walk's
+/// memo.
 #[derive(Default, Clone, Copy)]
 struct Slot {
     track: Option<usize>,
-    stack: Option<u32>,
     pending: Option<(usize, u32, u64)>,
+}
+
+impl Slot {
+    /// The slot's track, made (starting at `first_us`) at its first kept sample.
+    fn track(
+        &mut self,
+        tracks: &mut Vec<Track>,
+        thread_id: u64,
+        interpreter_id: u32,
+        first_us: u64,
+    ) -> usize {
+        *self.track.get_or_insert_with(|| {
+            tracks.push(Track {
+                thread_id,
+                interpreter_id,
+                first_us,
+                entries: Vec::new(),
+                total_us: 0,
+            });
+            tracks.len() - 1
+        })
+    }
 }
 
 /// The per-thread tracks and their unique stacks, from one pass over the samples.
@@ -70,88 +92,53 @@ struct Tracks {
 
 fn collect(input: &ExportInput<'_>) -> Result<Tracks> {
     let file = input.file;
-    let origin = if input.filter.needs_origin() {
-        input.origin_us()?.unwrap_or(0)
-    } else {
-        0
-    };
-    let bound = input.filter.bind(origin);
     let interval = file.header().sample_interval_us;
     let mut stacks = StackTable::default();
     let mut tracks: Vec<Track> = Vec::new();
     let mut slots: Vec<Slot> = Vec::new();
     let mut first: Option<u64> = None;
-    // With no status or time terms a run of a kept thread is kept whole: its samples
-    // share a stack, so their weights (each the time to the next sample) are one sum.
-    let keep_all = bound.keeps_every_status_and_time();
-    let mut stream = file.samples();
-    while let Some(run) = stream.next_run()? {
-        let times = run.timestamps_us;
+    let mut runs = input.kept_runs::<u32>()?;
+    while let Some(mut r) = runs.next_run()? {
+        let times = r.run.timestamps_us;
         let earliest = times.iter().copied().min().unwrap_or(u64::MAX);
         first = Some(first.map_or(earliest, |m| m.min(earliest)));
-        let i = run.thread as usize;
+        let i = r.run.thread as usize;
         if i >= slots.len() {
             slots.resize(i + 1, Slot::default());
         }
-        if !bound.keeps_thread(run.thread_id) {
+        let slot = &mut slots[i];
+        if !r.thread_kept {
             // None of the run is kept; its first sample ends the previous kept one's time.
-            let slot = &mut slots[i];
-            if run.stack_changed {
-                slot.stack = None;
-            }
             if let Some((t, stack, at)) = slot.pending.take() {
                 tracks[t].push(stack, times[0].saturating_sub(at));
             }
             continue;
         }
-        if keep_all {
-            let slot = &mut slots[i];
-            if run.stack_changed {
-                slot.stack = None;
-            }
+        let (thread_id, interpreter_id) = (r.run.thread_id, r.run.interpreter_id);
+        if r.keeps_whole() {
+            // Its samples share a stack, so their weights (each the time to the next
+            // sample) are one sum.
             if let Some((t, stack, at)) = slot.pending.take() {
                 tracks[t].push(stack, times[0].saturating_sub(at));
             }
-            let stack = *slot.stack.get_or_insert_with(|| stacks.intern(run.stack));
-            let t = *slot.track.get_or_insert_with(|| {
-                tracks.push(Track {
-                    thread_id: run.thread_id,
-                    interpreter_id: run.interpreter_id,
-                    first_us: times[0],
-                    entries: Vec::new(),
-                    total_us: 0,
-                });
-                tracks.len() - 1
-            });
+            let stack = *r.memo_or_insert_with(|run| stacks.intern(run.stack));
+            let t = slot.track(&mut tracks, thread_id, interpreter_id, times[0]);
             let weight: u64 = times.windows(2).map(|w| w[1].saturating_sub(w[0])).sum();
             tracks[t].push(stack, weight);
             slot.pending = Some((t, stack, times[times.len() - 1]));
             continue;
         }
-        for s in run.samples() {
-            let slot = &mut slots[i];
-            if s.stack_changed {
-                slot.stack = None;
-            }
+        for (&ts, &status) in times.iter().zip(r.run.statuses) {
             // Every sample of the thread, kept or not, ends the previous kept one's time.
             if let Some((t, stack, at)) = slot.pending.take() {
-                tracks[t].push(stack, s.timestamp_us.saturating_sub(at));
+                tracks[t].push(stack, ts.saturating_sub(at));
             }
-            if !bound.keep(&s) {
+            if !r.keeps_sample(status, ts) {
                 continue;
             }
-            let stack = *slot.stack.get_or_insert_with(|| stacks.intern(s.stack));
-            let t = *slot.track.get_or_insert_with(|| {
-                tracks.push(Track {
-                    thread_id: s.thread_id,
-                    interpreter_id: s.interpreter_id,
-                    first_us: s.timestamp_us,
-                    entries: Vec::new(),
-                    total_us: 0,
-                });
-                tracks.len() - 1
-            });
-            slot.pending = Some((t, stack, s.timestamp_us));
+            let stack = *r.memo_or_insert_with(|run| stacks.intern(run.stack));
+            let t = slot.track(&mut tracks, thread_id, interpreter_id, ts);
+            slot.pending = Some((t, stack, ts));
         }
     }
     for slot in &slots {

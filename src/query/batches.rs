@@ -17,9 +17,10 @@ use std::sync::{mpsc, Arc};
 use polars::prelude::*;
 
 use super::tables::{file_column, samples_schema, status_columns, Wanted};
-use crate::tach::filter::{status as flag, BoundFilter};
-use crate::tach::index::{first_timestamp, StackTable};
-use crate::tach::{Result, SampleFilter, SampleStream, TachError, TachFile};
+use crate::tach::filter::status as flag;
+use crate::tach::stack_table::StackTable;
+use crate::tach::walk::first_timestamp;
+use crate::tach::{KeptRuns, Result, SampleFilter, TachError, TachFile};
 
 /// Rows of a batch, about (a run is never split, so a batch may hold up to one run
 /// more): the Parquet exporter's row group, a DataFrame chunk.
@@ -78,17 +79,14 @@ pub struct RawBatch {
 
 /// Decodes a file into [`RawBatch`]es, keeping the samples the filter keeps.
 pub struct SampleBatches<'a> {
-    stream: SampleStream<'a>,
-    bound: BoundFilter<'a>,
-    keep_all: bool,
+    /// The filtered runs; the memo is the stack id of each thread slot's current stack,
+    /// so a run with an unchanged stack reuses it instead of hashing the stack again.
+    runs: KeptRuns<'a, u32>,
     needs: Needs,
     batch_rows: usize,
     /// Rows still wanted (a LIMIT).
     left: usize,
     stacks: StackTable,
-    /// Per thread slot, the stack id of its current stack: a run with an unchanged
-    /// stack reuses it instead of hashing the stack again.
-    current: Vec<Option<u32>>,
     threads: Arc<Vec<(u64, u32)>>,
     next_sample: i64,
     done: bool,
@@ -105,16 +103,12 @@ impl<'a> SampleBatches<'a> {
         batch_rows: usize,
         limit: Option<usize>,
     ) -> Self {
-        let bound = filter.bind(origin_us);
         SampleBatches {
-            stream: file.samples(),
-            keep_all: bound.keeps_every_status_and_time(),
-            bound,
+            runs: KeptRuns::new(file, filter, origin_us),
             needs,
             batch_rows: batch_rows.max(1),
             left: limit.unwrap_or(usize::MAX),
             stacks: StackTable::default(),
-            current: Vec::new(),
             threads: Arc::new(Vec::new()),
             next_sample: 0,
             done: false,
@@ -144,14 +138,12 @@ impl<'a> SampleBatches<'a> {
         b.depth.reserve(with(n.depth));
         b.leaf.reserve(with(n.leaf));
         while b.rows < cap {
-            let Some(run) = self.stream.next_run()? else {
+            let Some(mut r) = self.runs.next_run()? else {
                 self.done = true;
                 break;
             };
+            let run = r.run;
             let slot = run.thread as usize;
-            if slot >= self.current.len() {
-                self.current.resize(slot + 1, None);
-            }
             if slot >= self.threads.len() {
                 // Slots are dense and first-seen: a new one is the next index.
                 let t = Arc::make_mut(&mut self.threads);
@@ -160,20 +152,14 @@ impl<'a> SampleBatches<'a> {
             }
             // Stack ids cover every sample, kept or not (see the module's docs).
             let stack_id = if n.stack_id {
-                match self.current[slot] {
-                    Some(id) if !run.stack_changed => id,
-                    _ => {
-                        let id = self.stacks.intern(run.stack);
-                        self.current[slot] = Some(id);
-                        id
-                    }
-                }
+                let stacks = &mut self.stacks;
+                *r.memo_or_insert_with(|run| stacks.intern(run.stack))
             } else {
                 0
             };
             let first = self.next_sample;
             self.next_sample += run.len() as i64;
-            if !self.bound.keeps_thread(run.thread_id) {
+            if !r.thread_kept {
                 continue;
             }
             let leaf = match run.stack.first() {
@@ -200,7 +186,7 @@ impl<'a> SampleBatches<'a> {
             };
             let mut kept = 0usize;
             let pairs = run.timestamps_us.iter().zip(run.statuses).enumerate();
-            if self.keep_all {
+            if r.keeps_whole() {
                 // A whole run (or what the LIMIT leaves of it).
                 for (i, (&ts, &st)) in pairs.take(room) {
                     push(i, ts, st);
@@ -211,7 +197,7 @@ impl<'a> SampleBatches<'a> {
                     if kept == room {
                         break;
                     }
-                    if self.bound.keeps(st, ts) {
+                    if r.keeps_sample(st, ts) {
                         push(i, ts, st);
                         kept += 1;
                     }

@@ -20,8 +20,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::{FrameKeys, GroupBy, Key, Keys, ReportError, Result};
-use crate::tach::filter::BoundFilter;
-use crate::tach::index::{first_timestamp, StackTable};
+use crate::tach::stack_table::StackTable;
 use crate::tach::{SampleFilter, TachFile};
 
 /// Which share is compared.
@@ -173,67 +172,37 @@ fn read_file(
     metric: Metric,
     keys: &mut Keys,
 ) -> Result<FileSamples> {
-    let origin = if filter.needs_origin() {
-        first_timestamp(file)?.unwrap_or(0)
-    } else {
-        0
-    };
-    let bound: BoundFilter<'_> = filter.bind(origin);
     let mut frames = FrameKeys::new(file, by);
     let mut stacks = StackTable::default();
     let mut counted: Vec<Vec<u32>> = Vec::new();
-    let mut current: Vec<Option<u32>> = Vec::new();
     let mut seq = Vec::new();
     let mut scratch = Vec::new();
-    let keep_all = bound.keeps_every_status_and_time();
-    let mut stream = file.samples();
-    while let Some(run) = stream.next_run()? {
-        let slot = run.thread as usize;
-        if slot >= current.len() {
-            current.resize(slot + 1, None);
-        }
-        if run.stack_changed {
-            current[slot] = None;
-        }
-        if !bound.keeps_thread(run.thread_id) {
-            continue;
-        }
+    let mut runs = file.kept_runs::<u32>(filter)?;
+    while let Some(mut r) = runs.next_run()? {
         // The run's samples share one stack: count the kept ones, then look it up once.
-        let kept = if keep_all {
-            run.len()
-        } else {
-            let times = run.timestamps_us.iter();
-            times
-                .zip(run.statuses)
-                .filter(|&(&ts, &status)| bound.keeps(status, ts))
-                .count()
-        };
+        let kept = r.kept_count();
         if kept == 0 {
             continue;
         }
-        let id = match current[slot] {
-            Some(id) => id,
-            None => {
-                let id = stacks.intern(run.stack);
-                if id as usize == counted.len() {
-                    frames.stack_keys(keys, run.stack, &mut scratch);
-                    counted.push(match metric {
-                        Metric::SelfShare => scratch.first().copied().into_iter().collect(),
-                        Metric::Total => {
-                            let mut distinct = Vec::with_capacity(scratch.len());
-                            for &k in &scratch {
-                                if !distinct.contains(&k) {
-                                    distinct.push(k);
-                                }
+        let id = *r.memo_or_insert_with(|run| {
+            let id = stacks.intern(run.stack);
+            if id as usize == counted.len() {
+                frames.stack_keys(keys, run.stack, &mut scratch);
+                counted.push(match metric {
+                    Metric::SelfShare => scratch.first().copied().into_iter().collect(),
+                    Metric::Total => {
+                        let mut distinct = Vec::with_capacity(scratch.len());
+                        for &k in &scratch {
+                            if !distinct.contains(&k) {
+                                distinct.push(k);
                             }
-                            distinct
                         }
-                    });
-                }
-                current[slot] = Some(id);
-                id
+                        distinct
+                    }
+                });
             }
-        };
+            id
+        });
         seq.extend(std::iter::repeat_n(id, kept));
     }
     let mut per_key = HashMap::new();

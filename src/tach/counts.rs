@@ -17,9 +17,11 @@
 //! the order of stack ids, threads and groups (first seen); tests compare the two.
 //!
 //! Records are read through the one grammar in `grammar.rs`; what is here is the
-//! partial-stack bookkeeping. The file is long (about 1,100 lines and 300 of tests)
-//! because cutting, the boundary search, the partial decode and the join share private
-//! types whose invariants hold only together.
+//! partial-stack bookkeeping. It is one file because cutting, the boundary search, the
+//! partial decode and the join share private types (`Chunk`, `Checks`, `Roots`,
+//! `ChunkCounts`, `Joined`) whose invariants hold only together: split into files, those
+//! types would have to open their fields to each other, and a step could then build a
+//! chunk or a join the others do not expect.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -31,10 +33,10 @@ use rustc_hash::FxHashMap;
 use super::error::Result;
 use super::grammar::{self, FrameCheck, SliceReader, Stop};
 use super::header::{ByteOrder, Compression, MAX_STACK_DEPTH};
-use super::index::StackTable;
 use super::reader::TachFile;
 use super::records::{splice_top, RecordKind, RECORD_HEADER_SIZE};
 use super::source::zstd_reader;
+use super::stack_table::StackTable;
 use super::varint;
 
 /// Samples of one (stack, thread, status) group.

@@ -7,97 +7,15 @@
 //! and uncompressed); with one, from the decoder's runs: a REPEAT run is one stack
 //! lookup.
 
-use std::hash::Hasher;
-
 use rustc_hash::FxHashMap as HashMap;
 
 use super::counts::{GroupCount, StackCounts};
 use super::error::Result;
 use super::filter::SampleFilter;
 use super::reader::TachFile;
-
-/// Unique stacks (frame indices, innermost first), deduplicated across threads.
-///
-/// The lookup table holds only stack ids: a stack's frames are stored once, in
-/// `frames`, and hashed a word (two frames) at a time.
-#[derive(Default, Clone)]
-pub struct StackTable {
-    frames: Vec<u32>,
-    spans: Vec<(u32, u32)>,
-    lookup: hashbrown::HashTable<u32>,
-}
-
-impl std::fmt::Debug for StackTable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StackTable")
-            .field("stacks", &self.spans.len())
-            .field("frames", &self.frames.len())
-            .finish()
-    }
-}
-
-fn stack_hash(stack: &[u32]) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    let mut pairs = stack.chunks_exact(2);
-    for p in &mut pairs {
-        h.write_u64(p[0] as u64 | (p[1] as u64) << 32);
-    }
-    for &f in pairs.remainder() {
-        h.write_u32(f);
-    }
-    h.write_usize(stack.len());
-    h.finish()
-}
-
-fn span_of<'a>(frames: &'a [u32], spans: &[(u32, u32)], id: u32) -> &'a [u32] {
-    let (start, len) = spans[id as usize];
-    &frames[start as usize..(start + len) as usize]
-}
-
-/// Equal when they hold the same stacks under the same ids (the lookup table is how
-/// they were found, not what they hold).
-impl PartialEq for StackTable {
-    fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && (0..self.len() as u32).all(|id| self.get(id) == other.get(id))
-    }
-}
-
-impl Eq for StackTable {}
-
-impl StackTable {
-    pub fn intern(&mut self, stack: &[u32]) -> u32 {
-        let hash = stack_hash(stack);
-        let (frames, spans) = (&self.frames, &self.spans);
-        if let Some(&id) = self
-            .lookup
-            .find(hash, |&id| span_of(frames, spans, id) == stack)
-        {
-            return id;
-        }
-        let id = self.spans.len() as u32;
-        self.spans
-            .push((self.frames.len() as u32, stack.len() as u32));
-        self.frames.extend_from_slice(stack);
-        let (frames, spans) = (&self.frames, &self.spans);
-        self.lookup
-            .insert_unique(hash, id, |&id| stack_hash(span_of(frames, spans, id)));
-        id
-    }
-    /// The stack with this id, innermost first.
-    pub fn get(&self, id: u32) -> &[u32] {
-        span_of(&self.frames, &self.spans, id)
-    }
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-    /// The frames of all stacks together.
-    pub fn frame_count(&self) -> usize {
-        self.frames.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-}
+// Re-exported where the crate root and other modules have always named them.
+pub use super::stack_table::StackTable;
+pub use super::walk::first_timestamp;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadProfile {
@@ -117,18 +35,6 @@ pub struct ProfileIndex {
     /// Threads in first-seen order (of the kept samples).
     pub threads: Vec<ThreadProfile>,
     pub total_samples: u64,
-}
-
-/// The smallest timestamp in the file, the origin of `--start/--end` and `time_s`.
-pub fn first_timestamp(file: &TachFile) -> Result<Option<u64>> {
-    let mut min: Option<u64> = None;
-    let mut stream = file.samples();
-    while let Some(run) = stream.next_run()? {
-        if let Some(&t) = run.timestamps_us.iter().min() {
-            min = Some(min.map_or(t, |m| m.min(t)));
-        }
-    }
-    Ok(min)
 }
 
 /// The threads of the groups of `counts` that `keep` keeps (given the thread id), with
@@ -245,53 +151,28 @@ impl ProfileIndex {
 
     /// One pass over the decoder's runs, for filters with a time window.
     pub fn build_sequential(file: &TachFile, filter: &SampleFilter) -> Result<Self> {
-        let origin = if filter.needs_origin() {
-            first_timestamp(file)?
-        } else {
-            None
-        };
-        let bound = filter.bind(origin.unwrap_or(0));
         let mut stacks = StackTable::default();
         let mut threads: Vec<ThreadProfile> = Vec::new();
-        // Per decoder thread slot: our thread index, and the entry of its current stack in
-        // that thread's `stacks` list.
+        // Per decoder thread slot: our thread index. The walk's memo is the entry of the
+        // slot's current stack in that thread's `stacks` list.
         let mut slots: Vec<Option<usize>> = Vec::new();
-        let mut current: Vec<Option<usize>> = Vec::new();
         let mut per_thread_stack: Vec<HashMap<u32, usize>> = Vec::new();
         let mut total = 0u64;
-        // With no status or time terms a run is kept whole: no per-sample test.
-        let keep_all = bound.keeps_every_status_and_time();
-        let mut stream = file.samples();
-        while let Some(run) = stream.next_run()? {
+        let mut runs = file.kept_runs::<usize>(filter)?;
+        while let Some(mut r) = runs.next_run()? {
             // A run's samples share a thread and a stack: only times and statuses vary.
-            let slot = run.thread as usize;
-            if slot >= current.len() {
-                current.resize(slot + 1, None);
-                slots.resize(slot + 1, None);
-            }
-            if run.stack_changed {
-                current[slot] = None;
-            }
-            if !bound.keeps_thread(run.thread_id) {
-                continue;
-            }
-            let kept = if keep_all {
-                run.len() as u64
-            } else {
-                let keeps = |(&ts, &status): (&u64, &u8)| bound.keeps(status, ts);
-                run.timestamps_us
-                    .iter()
-                    .zip(run.statuses)
-                    .filter(|&p| keeps(p))
-                    .count() as u64
-            };
+            let kept = r.kept_count() as u64;
             if kept == 0 {
                 continue;
             }
+            let slot = r.run.thread as usize;
+            if slot >= slots.len() {
+                slots.resize(slot + 1, None);
+            }
             let t = *slots[slot].get_or_insert_with(|| {
                 threads.push(ThreadProfile {
-                    thread_id: run.thread_id,
-                    interpreter_id: run.interpreter_id,
+                    thread_id: r.run.thread_id,
+                    interpreter_id: r.run.interpreter_id,
                     samples: 0,
                     stacks: Vec::new(),
                     status_counts: Box::new([0; 256]),
@@ -299,24 +180,23 @@ impl ProfileIndex {
                 per_thread_stack.push(HashMap::default());
                 threads.len() - 1
             });
-            let entry = match current[slot] {
-                Some(entry) => entry,
-                None => {
-                    let id = stacks.intern(run.stack);
-                    let list = &mut threads[t].stacks;
-                    let entry = *per_thread_stack[t].entry(id).or_insert_with(|| {
-                        list.push((id, 0));
-                        list.len() - 1
-                    });
-                    current[slot] = Some(entry);
-                    entry
-                }
-            };
+            let entry = *r.memo_or_insert_with(|run| {
+                let id = stacks.intern(run.stack);
+                let list = &mut threads[t].stacks;
+                *per_thread_stack[t].entry(id).or_insert_with(|| {
+                    list.push((id, 0));
+                    list.len() - 1
+                })
+            });
             let tp = &mut threads[t];
             tp.stacks[entry].1 += kept;
             tp.samples += kept;
-            for (&ts, &status) in run.timestamps_us.iter().zip(run.statuses) {
-                if keep_all || bound.keeps(status, ts) {
+            if r.keeps_whole() {
+                for &status in r.run.statuses {
+                    tp.status_counts[status as usize] += 1;
+                }
+            } else {
+                for (_, _, status) in r.kept() {
                     tp.status_counts[status as usize] += 1;
                 }
             }

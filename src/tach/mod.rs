@@ -15,9 +15,11 @@ pub mod records;
 pub mod recover;
 pub mod rewrite;
 pub mod source;
+pub mod stack_table;
 pub mod tables;
 pub mod totals;
 pub mod varint;
+pub mod walk;
 pub mod writer;
 
 pub use error::{FormatError, Located, Region, Result, TachError};
@@ -30,4 +32,5 @@ pub use index::ProfileIndex;
 pub use reader::{Decompression, SampleStream, TachFile};
 pub use records::{OwnedSample, RecordKind, RecordMix, Run, Sample};
 pub use tables::{FrameEntry, Location};
+pub use walk::KeptRuns;
 pub use writer::{WriteSummary, Writer, WriterBuilder, DEFAULT_ZSTD_LEVEL};

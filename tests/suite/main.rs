@@ -17,6 +17,7 @@ mod export_viz;
 mod golden;
 mod heap;
 mod heatmap;
+mod imports;
 mod interop;
 mod native_export;
 mod pprof;

@@ -67,7 +67,7 @@ mod write;
 
 use super::pyjson::{push_float, push_str};
 use crate::tach::filter::status;
-use strings::{StringFacts, Strings};
+use strings::{LocalStrings, StringFacts, Strings};
 use thread::*;
 use write::{platform_system, push_list, push_thread};
 
@@ -298,7 +298,12 @@ impl<'a> Builder<'a> {
     /// marker type by marker type. Returns the shared string array.
     fn finish(&mut self) -> Strings<'a> {
         self.replay();
-        let mut strings = Strings::merge(self.file, &mut self.threads);
+        let locals: Vec<&LocalStrings> = self.threads.iter().map(|t| &t.strings).collect();
+        let (mut strings, shared) = Strings::merge(self.file, &locals);
+        self.threads
+            .par_iter_mut()
+            .zip(shared)
+            .for_each(|(th, shared)| th.use_shared_strings(&shared));
         self.close_batch();
         let end = self.last_time;
         type Pick = fn(&mut States) -> &mut Option<f64>;

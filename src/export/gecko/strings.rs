@@ -1,7 +1,6 @@
 //! The Gecko profile's one string array: each thread numbers its strings by first use,
 //! and the arrays are merged by the sample that first used each (CPython's order).
 
-use super::thread::Thread;
 use super::*;
 
 /// A string a thread uses, named before the shared array exists.
@@ -51,8 +50,9 @@ impl<'a> Strings<'a> {
     }
 
     /// The array of all threads' strings in the order of first use ("(root)" first,
-    /// as CPython's collector starts with it), and each thread's ids changed to it.
-    pub(super) fn merge(file: &'a TachFile, threads: &mut [Thread]) -> Self {
+    /// as CPython's collector starts with it), and per thread the shared id of each of
+    /// its own.
+    pub(super) fn merge(file: &'a TachFile, threads: &[&LocalStrings]) -> (Self, Vec<Vec<u32>>) {
         let mut strings = Strings {
             list: Vec::new(),
             ids: Map::default(),
@@ -64,8 +64,7 @@ impl<'a> Strings<'a> {
             .iter()
             .enumerate()
             .flat_map(|(t, th)| {
-                th.strings
-                    .first_use
+                th.first_use
                     .iter()
                     .enumerate()
                     .map(move |(i, &(seq, _))| (seq, t as u32, i as u32))
@@ -74,21 +73,17 @@ impl<'a> Strings<'a> {
         order.sort_unstable();
         let mut shared: Vec<Vec<u32>> = threads
             .iter()
-            .map(|th| vec![NONE; th.strings.first_use.len()])
+            .map(|th| vec![NONE; th.first_use.len()])
             .collect();
         for (_, t, i) in order {
-            let text = match threads[t as usize].strings.first_use[i as usize].1 {
+            let text = match threads[t as usize].first_use[i as usize].1 {
                 StrKey::Tach(s) => file.string(s),
                 StrKey::Basename(s) => basename(file.string(s)),
                 StrKey::Marker(name) => name,
             };
             shared[t as usize][i as usize] = strings.intern(text);
         }
-        threads
-            .par_iter_mut()
-            .zip(shared)
-            .for_each(|(th, shared)| th.use_shared_strings(&shared));
-        strings
+        (strings, shared)
     }
 }
 
@@ -125,4 +120,9 @@ impl StringFacts {
             native_frame: crate::export::walked_native_frames(file),
         }
     }
+}
+
+/// CPython's `_is_python`: not a `<...>` pseudo-file, except `<stdin>`/`<string>`.
+pub(super) fn is_python(filename: &str) -> bool {
+    !filename.starts_with('<') || filename == "<stdin>" || filename == "<string>"
 }

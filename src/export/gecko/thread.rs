@@ -488,10 +488,6 @@ impl Thread {
         self.strings = LocalStrings::default();
     }
 }
-/// CPython's `_is_python`: not a `<...>` pseudo-file, except `<stdin>`/`<string>`.
-pub(super) fn is_python(filename: &str) -> bool {
-    !filename.starts_with('<') || filename == "<stdin>" || filename == "<string>"
-}
 
 /// A marker's name and its `data.type` (the name without spaces).
 pub(super) type MarkerName = (&'static str, &'static str);

@@ -47,7 +47,7 @@ use prost::Message;
 use super::render::{is_internal, lineno};
 use super::{write_error, ExportError, ExportInput, Exporter, Result, StartTime};
 use crate::tach::filter::status;
-use crate::tach::index::StackTable;
+use crate::tach::stack_table::StackTable;
 use crate::tach::ProfilingMode;
 
 pub struct Pprof;
@@ -164,51 +164,36 @@ fn time_type(mode: ProfilingMode) -> &'static str {
 
 fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
     let file = input.file;
-    let origin = if input.filter.needs_origin() {
-        input.origin_us()?.unwrap_or(0)
-    } else {
-        0
-    };
-    let bound = input.filter.bind(origin);
     let interval_ns = file.header().sample_interval_us.saturating_mul(1000);
 
-    // One pass: count each distinct key, in first-seen order. A thread's cached stack
-    // id is dropped on every sample whose stack changed, kept or not.
+    // One pass: count each distinct key, in first-seen order. The walk's memo is the
+    // slot's stack id.
     let mut stacks = StackTable::default();
-    let mut slot_stack: Vec<Option<u32>> = Vec::new();
     let mut counts: HashMap<Key, usize> = HashMap::new();
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut span: Option<(u64, u64)> = None;
     let mut last_timestamp: Option<u64> = None;
-    let keep_all = bound.keeps_every_status_and_time();
-    let mut stream = file.samples();
-    while let Some(run) = stream.next_run()? {
-        let times = run.timestamps_us;
+    let mut runs = input.kept_runs::<u32>()?;
+    while let Some(mut r) = runs.next_run()? {
+        let times = r.run.timestamps_us;
         let latest = times.iter().copied().max().unwrap_or(0);
         last_timestamp = Some(last_timestamp.map_or(latest, |t| t.max(latest)));
-        let i = run.thread as usize;
-        if i >= slot_stack.len() {
-            slot_stack.resize(i + 1, None);
-        }
-        if run.stack_changed {
-            slot_stack[i] = None;
-        }
-        if !bound.keeps_thread(run.thread_id) {
+        if !r.thread_kept {
             continue;
         }
         // The run's samples share a stack and a thread: only a change of status
         // (rare within a run) looks the key up again.
         let mut last_key: Option<(u8, usize)> = None;
-        for (&ts, &status) in times.iter().zip(run.statuses) {
-            if !keep_all && !bound.keeps(status, ts) {
+        for (&ts, &status) in times.iter().zip(r.run.statuses) {
+            if !r.keeps_sample(status, ts) {
                 continue;
             }
             span = Some(span.map_or((ts, ts), |(a, b)| (a.min(ts), b.max(ts))));
             let at = match last_key {
                 Some((st, at)) if st == status => at,
                 _ => {
-                    let stack = *slot_stack[i].get_or_insert_with(|| stacks.intern(run.stack));
-                    let key = (stack, run.thread_id, run.interpreter_id, status);
+                    let stack = *r.memo_or_insert_with(|run| stacks.intern(run.stack));
+                    let key = (stack, r.run.thread_id, r.run.interpreter_id, status);
                     let n = keys.len();
                     let at = *counts.entry(key).or_insert(n);
                     if at == n {
