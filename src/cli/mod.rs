@@ -255,8 +255,9 @@ mod tests {
         const NOT_FLAGS: [&str; 1] = ["interval_us"];
         let record = field_names::<RecordSpec>();
         let filter = field_names::<FilterSpec>();
-        // (command, its specs, its own arguments)
-        let commands: [(&str, Vec<&[&str]>, &[&str]); 3] = [
+        // The fields of a command's specs, and the command's own arguments.
+        type Fields = &'static [&'static str];
+        let commands: [(&str, Vec<Fields>, Fields); 3] = [
             (
                 "top",
                 vec![field_names::<TopOptions>(), filter, record],
