@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The `tach` binary cargo built for these tests, as a command to add arguments to.
-/// (`option_env!`: the library's unit tests compile this file too, without the binary.)
+/// (`option_env!`: the library's unit tests compile this file too, without the binary,
+/// and never call this.)
 pub fn tach() -> Command {
-    Command::new(
-        option_env!("CARGO_BIN_EXE_tach").expect("only the integration tests run the tach binary"),
-    )
+    match option_env!("CARGO_BIN_EXE_tach") {
+        Some(bin) => Command::new(bin),
+        None => unreachable!("only the integration tests run the tach binary"),
+    }
 }
 
 pub fn golden_dir() -> PathBuf {
