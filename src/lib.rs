@@ -32,9 +32,10 @@
 //! ```no_run
 //! let file = tach::TachFile::open("profile.bin")?;
 //! println!("{} samples", file.header().sample_count);
-//! for sample in file.samples() {
-//!     let sample = sample?;
-//!     println!("thread {} at {} us: {} frames", sample.thread_id, sample.timestamp_us, sample.stack.len());
+//! let mut samples = file.samples();
+//! while let Some(sample) = samples.next_sample()? {
+//!     let innermost = sample.stack.first().map_or("", |&frame| file.funcname(frame));
+//!     println!("thread {} at {} us: {innermost}", sample.thread_id, sample.timestamp_us);
 //! }
 //! # Ok::<(), tach::TachError>(())
 //! ```
