@@ -36,7 +36,6 @@ use crate::tach::{SampleFilter, TachFile};
 pub struct Parquet;
 
 /// The tables written, in order.
-pub use super::PARQUET_TABLES as TABLES;
 
 impl Exporter for Parquet {
     fn name(&self) -> &'static str {
