@@ -6,7 +6,9 @@
 //! - [`guard`] refuses anything but one SELECT over the registered tables.
 //! - [`output`] prints or writes results.
 
+mod ast;
 pub(crate) mod batches;
+mod columns;
 mod exists;
 mod grouped;
 mod guard;
