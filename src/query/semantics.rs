@@ -71,6 +71,7 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
         },
     );
     changed |= super::exists::rewrite(query, &mut *scalar)?;
+    changed |= super::aggregates::rewrite(query)?;
     name_aggregates(query, &mut changed);
     changed |= super::grouped::rewrite(query);
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut WindowOverAggregate) {
@@ -79,6 +80,7 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut OrderByUnselectedAggregate) {
         return Err(e);
     }
+    changed |= super::frames::rewrite(query, &mut *scalar)?;
     changed |= super::windows::rewrite(query, numeric);
     let _ = VisitMut::visit(query.as_mut(), &mut UnsignedArithmetic(&mut changed));
     let _ = VisitMut::visit(query.as_mut(), &mut Arithmetic(&mut changed));
