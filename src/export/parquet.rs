@@ -35,8 +35,6 @@ use crate::tach::{SampleFilter, TachFile};
 
 pub struct Parquet;
 
-/// The tables written, in order.
-
 impl Exporter for Parquet {
     fn name(&self) -> &'static str {
         "parquet"

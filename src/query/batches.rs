@@ -16,7 +16,8 @@ use std::sync::{mpsc, Arc};
 
 use polars::prelude::*;
 
-use super::tables::{file_column, samples_schema, status_columns, Wanted};
+use super::columns::{file_column, status_columns, Wanted};
+use super::schema::samples_schema;
 use crate::tach::filter::status as flag;
 use crate::tach::stack_table::StackTable;
 use crate::tach::walk::first_timestamp;

@@ -27,7 +27,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
-use super::semantics::{has_aggregate, has_window, is_aggregate};
+use super::ast::{has_aggregate, has_window, is_aggregate};
 
 /// The derived table the outer stage reads.
 const GROUPED: &str = "__tach_grouped";

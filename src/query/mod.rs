@@ -6,8 +6,12 @@
 //! - `guard` refuses anything but one SELECT over the registered tables.
 //! - [`output`] prints or writes results.
 
+mod aggregates;
+mod ast;
 pub(crate) mod batches;
+mod columns;
 mod exists;
+mod frames;
 mod grouped;
 mod guard;
 pub(crate) mod opnames;

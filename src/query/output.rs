@@ -212,6 +212,12 @@ fn write_csv(df: &DataFrame, out: &mut dyn Write) -> Result<()> {
                 line.push_str(&csv_field(&t));
             }
         }
+        if line.is_empty() {
+            // A row of one NULL (or empty text) would be a blank line, which readers
+            // skip (pandas' read_csv does by default): write an empty quoted field,
+            // as Python's csv module does.
+            line.push_str("\"\"");
+        }
         writeln!(out, "{line}").map_err(io_err)?;
     }
     Ok(())

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use polars::prelude::*;
 use rayon::prelude::*;
 
-use super::pushdown::WEIGHT_COLUMN;
 use super::samples_parquet::{stored_samples_schema, stored_stack_counts_schema, ORIGIN_COLUMN};
-use super::tables::{
+use super::schema::{
     is_grouped_column, samples_schema, schema_of, stack_counts_schema, stacks_schema,
+    GROUPED_TABLE, WEIGHT_COLUMN,
 };
 use super::{QueryError, Result, FILE_VALUE_KEY};
 
@@ -248,7 +248,7 @@ impl ParquetInput {
                     )
                     .select(sf.iter_names().map(|n| col(n.clone())).collect::<Vec<_>>())
             }
-            super::pushdown::GROUPED_TABLE => {
+            GROUPED_TABLE => {
                 let cols: Vec<Expr> = samples_schema()
                     .iter_names()
                     .filter(|n| is_grouped_column(n))

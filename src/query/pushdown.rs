@@ -37,12 +37,8 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 
-use super::tables::{is_grouped_column, stacks_schema};
-
-/// The grouped samples table the rewrite reads; not listed in `--schema`.
-pub const GROUPED_TABLE: &str = "__tach_sample_groups";
-/// Its weight column: the number of samples a row stands for.
-pub const WEIGHT_COLUMN: &str = "__tach_samples";
+use super::schema::{is_grouped_column, stacks_schema};
+pub use super::schema::{GROUPED_TABLE, WEIGHT_COLUMN};
 /// The distinct stacks tables the second rewrite reads: this, then `_0`, `_1`, ... in
 /// the order of [`Rewritten::distinct_stacks`].
 pub const DISTINCT_STACKS_TABLE: &str = "__tach_distinct_stacks";

@@ -33,7 +33,8 @@ use super::batches::{
     batch_columns, in_order, pipeline, BatchContext, BatchError, Needs, Origin, RawBatch,
     BATCH_ROWS, NO_LEAF,
 };
-use super::tables::{samples_schema, stack_counts_schema, Wanted};
+use super::columns::Wanted;
+use super::schema::{samples_schema, stack_counts_schema};
 use crate::tach::index::StackTable;
 use crate::tach::{SampleFilter, TachFile};
 

@@ -5,7 +5,7 @@
 //! tables), the Python package (its DataFrames are these tables) and the "Tables"
 //! section of docs/query.md, which a test regenerates and compares.
 
-use polars::prelude::{DataType, Field, Schema};
+use polars::prelude::{DataType, Field, Schema, IDX_DTYPE};
 
 use crate::tach::filter::status;
 
@@ -322,6 +322,64 @@ pub fn schema_markdown() -> String {
         }
     }
     s
+}
+
+/// The grouped samples table the count pushdown reads; not listed in `--schema`.
+pub const GROUPED_TABLE: &str = "__tach_sample_groups";
+/// Its weight column: the number of samples a row stands for.
+pub const WEIGHT_COLUMN: &str = "__tach_samples";
+
+/// A table's columns as polars fields, from the one definition above.
+fn schema_named(name: &str) -> Schema {
+    table(name).map(|t| t.polars_schema()).unwrap_or_default()
+}
+
+pub fn samples_schema() -> Schema {
+    schema_named("samples")
+}
+
+pub fn frames_schema() -> Schema {
+    schema_named("frames")
+}
+
+pub fn stacks_schema() -> Schema {
+    schema_named("stacks")
+}
+
+pub fn stack_counts_schema() -> Schema {
+    schema_named("stack_counts")
+}
+
+pub fn sample_frames_schema() -> Schema {
+    schema_named("sample_frames")
+}
+
+/// The schema of a table by name.
+pub fn schema_of(name: &str) -> Option<Schema> {
+    table(name).map(|t| t.polars_schema())
+}
+
+/// Columns of `samples` that differ from one sample to the next of the same stack,
+/// thread and status: not in the grouped table.
+const PER_SAMPLE_COLUMNS: [&str; 3] = ["sample", "timestamp_us", "time_s"];
+
+/// A `samples` column that is the same for every sample of one stack, thread and
+/// status: a column of the grouped table.
+pub(crate) fn is_grouped_column(name: &str) -> bool {
+    !PER_SAMPLE_COLUMNS.contains(&name) && samples_schema().contains(name)
+}
+
+/// The grouped samples table the count pushdown reads (`super::pushdown`): the
+/// `samples` columns but the per-sample ones, and the weight.
+pub fn sample_groups_schema() -> Schema {
+    let mut v: Vec<Field> = samples_schema()
+        .iter()
+        .filter(|(name, _)| !PER_SAMPLE_COLUMNS.contains(&name.as_str()))
+        .map(|(name, dtype)| Field::new(name.clone(), dtype.clone()))
+        .collect();
+    // The type polars gives count(*), so sum(weight) has the same.
+    v.push(Field::new(WEIGHT_COLUMN.into(), IDX_DTYPE));
+    Schema::from_iter(v)
 }
 
 #[cfg(test)]

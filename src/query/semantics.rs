@@ -24,39 +24,14 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    CastKind, DataType, Expr, Function, FunctionArguments, GroupByExpr, Ident, OrderBy,
-    OrderByKind, Query, Select, SelectItem, SetExpr, Statement, Visit, VisitMut, Visitor,
-    VisitorMut,
+    CastKind, DataType, Expr, FunctionArguments, GroupByExpr, Ident, OrderBy, OrderByKind, Query,
+    Select, SelectItem, SetExpr, Statement, Visit, VisitMut, Visitor, VisitorMut,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 
+use super::ast::{function_name, has_aggregate, is_aggregate, FnVisitor};
 use super::{QueryError, UNSIGNED_COLUMNS};
-
-/// Aggregate functions polars' SQL knows (a window over one of these inside a grouped
-/// SELECT is refused).
-const AGGREGATES: [&str; 20] = [
-    "count",
-    "sum",
-    "avg",
-    "mean",
-    "min",
-    "max",
-    "median",
-    "stddev",
-    "stddev_samp",
-    "variance",
-    "var_samp",
-    "first",
-    "last",
-    "array_agg",
-    "string_agg",
-    "quantile_cont",
-    "quantile_disc",
-    "percentile_cont",
-    "percentile_disc",
-    "corr",
-];
 
 /// What the rewrites ask of the engine: a scalar subquery's value as a SQL literal,
 /// and which output columns of a query are numbers (both None when it does not run).
@@ -96,6 +71,7 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
         },
     );
     changed |= super::exists::rewrite(query, &mut *scalar)?;
+    changed |= super::aggregates::rewrite(query)?;
     name_aggregates(query, &mut changed);
     changed |= super::grouped::rewrite(query);
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut WindowOverAggregate) {
@@ -104,6 +80,7 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut OrderByUnselectedAggregate) {
         return Err(e);
     }
+    changed |= super::frames::rewrite(query, &mut *scalar)?;
     changed |= super::windows::rewrite(query, numeric);
     let _ = VisitMut::visit(query.as_mut(), &mut UnsignedArithmetic(&mut changed));
     let _ = VisitMut::visit(query.as_mut(), &mut Arithmetic(&mut changed));
@@ -152,51 +129,6 @@ impl VisitorMut for ScalarSubqueries<'_, '_> {
                 }
             }
         }
-        ControlFlow::Continue(())
-    }
-}
-
-fn function_name(f: &Function) -> String {
-    f.name.to_string().to_ascii_lowercase()
-}
-
-pub(super) fn is_aggregate(f: &Function) -> bool {
-    f.over.is_none() && AGGREGATES.contains(&function_name(f).as_str())
-}
-
-/// True when `e` holds a window function (not in a subquery).
-pub(super) fn has_window(e: &Expr) -> bool {
-    let mut found = false;
-    let _ = e.visit(&mut FnVisitor(|x: &Expr| {
-        if let Expr::Function(f) = x {
-            found |= f.over.is_some();
-        }
-    }));
-    found
-}
-
-/// True when `e` holds an aggregate call (not a window).
-pub(super) fn has_aggregate(e: &Expr) -> bool {
-    let mut found = false;
-    let _ = e.visit(&mut FnVisitor(|x: &Expr| {
-        if let Expr::Function(f) = x {
-            found |= is_aggregate(f);
-        }
-    }));
-    found
-}
-
-/// Calls `f` on every expression, up to the first subquery (whose expressions belong
-/// to its own SELECT, which the outer walk visits on its own).
-struct FnVisitor<F: FnMut(&Expr)>(F);
-
-impl<F: FnMut(&Expr)> Visitor for FnVisitor<F> {
-    type Break = ();
-    fn pre_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
-        ControlFlow::Break(())
-    }
-    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
-        (self.0)(e);
         ControlFlow::Continue(())
     }
 }

@@ -18,8 +18,14 @@ use polars::prelude::*;
 use super::batches::{
     batch_columns, in_order, pipeline, BatchContext, BatchError, Needs, Origin, BATCH_ROWS,
 };
+pub(crate) use super::columns::Wanted;
+use super::columns::{file_column, status_columns};
 use super::opnames::opname;
-use super::pushdown::{GROUPED_TABLE, WEIGHT_COLUMN};
+pub use super::schema::{
+    frames_schema, sample_frames_schema, sample_groups_schema, samples_schema, schema_of,
+    stack_counts_schema, stacks_schema,
+};
+use super::schema::{GROUPED_TABLE, WEIGHT_COLUMN};
 use crate::tach::counts::{GroupCount, StackCounts};
 use crate::tach::filter::status as flag;
 use crate::tach::index::StackTable;
@@ -76,39 +82,12 @@ pub const TABLES: [&str; 5] = [
     "sample_frames",
 ];
 
-/// A table's columns as polars fields, from the one definition in `schema.rs`.
-fn schema_named(table: &str) -> Schema {
-    super::schema::table(table)
-        .map(|t| t.polars_schema())
-        .unwrap_or_default()
-}
-
 /// A frame's own columns (those of `frames` after `file` and `frame_id`).
 fn frame_fields() -> Vec<Field> {
     frames_schema()
         .iter_fields()
         .filter(|f| f.name != "file" && f.name != "frame_id")
         .collect()
-}
-
-pub fn samples_schema() -> Schema {
-    schema_named("samples")
-}
-
-pub fn frames_schema() -> Schema {
-    schema_named("frames")
-}
-
-pub fn stacks_schema() -> Schema {
-    schema_named("stacks")
-}
-
-pub fn stack_counts_schema() -> Schema {
-    schema_named("stack_counts")
-}
-
-pub fn sample_frames_schema() -> Schema {
-    schema_named("sample_frames")
 }
 
 /// The sample columns that `sample_frames` keeps: those it shares with `samples`
@@ -121,11 +100,6 @@ fn sample_frames_sample_columns() -> Vec<PlSmallStr> {
         .filter(|n| samples.contains(n))
         .cloned()
         .collect()
-}
-
-/// The schema of a table by name.
-pub fn schema_of(table: &str) -> Option<Schema> {
-    super::schema::table(table).map(|t| t.polars_schema())
 }
 
 /// `-1` in the frame table means "absent": null in SQL.
@@ -175,15 +149,6 @@ pub(crate) fn frames_frame(file: &TachFile) -> DataFrame {
     DataFrame::new(n, cols).unwrap_or_else(|_| DataFrame::empty())
 }
 
-/// A `file` column holding one value: a scalar column costs no memory per row.
-pub(crate) fn file_column(name: &str, len: usize) -> Column {
-    Column::new_scalar(
-        "file".into(),
-        Scalar::new(DataType::String, AnyValue::StringOwned(name.into())),
-        len,
-    )
-}
-
 /// Gathers frame columns (by frame id) for `ids`; a null id gives a null row. String
 /// columns are views, so this copies 16 bytes per row and never the text.
 fn gather_frame_columns(
@@ -202,17 +167,6 @@ fn gather_frame_columns(
         out.push(taken);
     }
     Ok(out)
-}
-
-/// Which columns a scan must build (`None`: all).
-pub(crate) struct Wanted(pub(crate) Option<Arc<[PlSmallStr]>>);
-
-impl Wanted {
-    pub(crate) fn has(&self, name: &str) -> bool {
-        self.0
-            .as_ref()
-            .is_none_or(|cols| cols.iter().any(|c| c.as_str() == name))
-    }
 }
 
 fn scan_lf(
@@ -354,48 +308,6 @@ pub fn for_each_samples_batch(
 /// The `samples` schema restricted to what `w` asks for.
 fn projected(w: &Wanted) -> Schema {
     Schema::from_iter(samples_schema().iter_fields().filter(|f| w.has(f.name())))
-}
-
-pub(crate) fn status_columns(w: &Wanted, status: &[u8]) -> Vec<Column> {
-    let mut cols = Vec::new();
-    if w.has("status") {
-        cols.push(Column::new(
-            "status".into(),
-            status.iter().map(|&s| s as i32).collect::<Vec<_>>(),
-        ));
-    }
-    for f in flag::FLAGS {
-        if w.has(f.column) {
-            cols.push(Column::new(
-                f.column.into(),
-                status.iter().map(|&s| s & f.bit != 0).collect::<Vec<_>>(),
-            ));
-        }
-    }
-    cols
-}
-
-/// Columns of `samples` that differ from one sample to the next of the same stack,
-/// thread and status: not in the grouped table.
-const PER_SAMPLE_COLUMNS: [&str; 3] = ["sample", "timestamp_us", "time_s"];
-
-/// A `samples` column that is the same for every sample of one stack, thread and
-/// status: a column of the grouped table.
-pub(crate) fn is_grouped_column(name: &str) -> bool {
-    !PER_SAMPLE_COLUMNS.contains(&name) && samples_schema().contains(name)
-}
-
-/// The grouped samples table the count pushdown reads (`super::pushdown`): the
-/// `samples` columns but the per-sample ones, and the weight.
-pub fn sample_groups_schema() -> Schema {
-    let mut v: Vec<Field> = samples_schema()
-        .iter()
-        .filter(|(name, _)| !PER_SAMPLE_COLUMNS.contains(&name.as_str()))
-        .map(|(name, dtype)| Field::new(name.clone(), dtype.clone()))
-        .collect();
-    // The type polars gives count(*), so sum(weight) has the same.
-    v.push(Field::new(WEIGHT_COLUMN.into(), IDX_DTYPE));
-    Schema::from_iter(v)
 }
 
 /// What one grouped row is keyed on; a part the query does not use is 0.

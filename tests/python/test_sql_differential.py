@@ -95,7 +95,7 @@ def same(a, b):
 
 
 def test_corpus_has_both_kinds():
-    assert len(QUERIES) >= 150
+    assert len(QUERIES) >= 350
     assert any(r for _, r in QUERIES) and not all(r for _, r in QUERIES)
 
 

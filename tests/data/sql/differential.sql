@@ -135,13 +135,11 @@ select cast(thread_id as bigint) as t, cast(lineno as int) as l, count(*) as n f
 
 select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc, funcname limit 3;
 select thread_id, count(*) as n, sum(count(*)) over () as total from samples group by thread_id order by thread_id;
--- refused: ROWS BETWEEN
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, avg(n) over (order by sec rows between 1 preceding and 1 following) as smooth from b order by sec;
 -- refused: subquery comparisons
 select funcname from samples x where depth > (select avg(depth) from samples y where y.thread_id = x.thread_id) order by sample limit 5;
 with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, rank() over (order by n) as r from t order by thread_id;
 select thread_id from samples group by thread_id order by count(*) desc, thread_id limit 1;
--- refused: unsupported function
 select percentile_cont(0.5) within group (order by depth) as median_depth from samples;
 
 -- arithmetic on unsigned columns: SQL's integers are signed, never wrapped
@@ -285,5 +283,160 @@ select count(distinct funcname || ':' || coalesce(cast(lineno as varchar), '?'))
 select count(*) as n from samples x where has_gil or exists (select 1 from stacks s where s.stack_id = x.stack_id and s.funcname = 'main');
 -- refused: only equalities
 select count(*) as n from samples x where exists (select 1 from stacks s where s.stack_id > x.stack_id);
--- refused: unsupported function
 select funcname, ntile(4) over (order by funcname) as quartile from (select distinct funcname from samples) order by funcname;
+
+-- the forms analysts reach for beyond the basics: each must give DuckDB's answer or one sentence
+-- the variance family: sample and population, NULLs skipped, one value per group
+select var_pop(depth) as vp, var_samp(depth) as vs, variance(depth) as v from samples;
+select stddev_pop(depth) as sp, stddev_samp(depth) as ss, stddev(depth) as s from samples;
+select thread_id, var_pop(depth) as vp, stddev_pop(depth) as sp from samples group by thread_id order by thread_id;
+select thread_id, var_samp(time_s) as vs, stddev_samp(time_s) as ss from samples group by thread_id order by thread_id;
+select funcname, count(*) as n, var_pop(depth) as vp, var_samp(depth) as vs from samples group by funcname order by n, funcname limit 15;
+select var_pop(lineno) as vp, stddev_pop(lineno) as sp, var_samp(lineno) as vs from frames;
+select filename, stddev_pop(lineno) as spread from frames group by filename order by filename limit 15;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select avg(n) as mean, stddev_pop(n) as sd_pop, stddev_samp(n) as sd from b;
+select thread_id, round(stddev_pop(depth), 6) as sd from samples group by thread_id having count(*) > 1 order by thread_id;
+select has_gil, var_pop(depth) as vp from samples group by has_gil order by has_gil;
+select var_pop(depth) filter (where has_gil) as with_gil, var_pop(depth) filter (where not has_gil) as without from samples;
+-- bool_or / bool_and
+select thread_id, bool_or(has_gil) as ever_gil, bool_and(has_gil) as always_gil from samples group by thread_id order by thread_id;
+select bool_or(on_cpu) as any_cpu, bool_and(on_cpu) as all_cpu, bool_or(gil_requested) as any_wait from samples;
+select funcname, bool_and(main_thread) as main_only from samples group by funcname order by funcname limit 20;
+select filename, bool_or(lineno > 100) as long_file, bool_and(lineno is null) as no_lines from frames group by filename order by filename limit 20;
+select bool_or(lineno > 100000) as huge, bool_and(lineno > 0) as positive from frames;
+select thread_id, count(*) as n from samples group by thread_id having bool_or(has_exception) or bool_and(has_gil) order by thread_id;
+-- lag and lead with offsets and defaults
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, lag(n, 2, 0) over (order by sec) as two_before from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, lead(n, 1, -1) over (order by sec) as next_n from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n - lag(n, 1, n) over (order by sec) as change from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, lag(n, 3) over (order by sec) as three_before, lead(n, 2) over (order by sec) as two_after from b order by sec;
+select sample, thread_id, lag(depth, 1, 0) over (partition by thread_id order by sample) as prev_depth from samples order by sample limit 40;
+select sample, lead(funcname, 1, 'end') over (partition by thread_id order by sample) as next_leaf from samples order by sample limit 40;
+select sample, lag(funcname, 2, 'none') over (order by sample desc) as later from samples order by sample limit 30;
+select sample, lag(lineno, 1, -1) over (order by sample) as prev_line from samples order by sample limit 40;
+with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, n, lead(n, 1, 0) over (order by thread_id) as next_thread_n from t order by thread_id;
+-- moving averages, sums, counts, minima and maxima over frames of rows
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, avg(n) over (order by sec rows between 2 preceding and current row) as moving from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, sum(n) over (order by sec rows between 2 preceding and current row) as last3 from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, count(*) over (order by sec rows between 2 preceding and current row) as rows_in from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, min(n) over (order by sec rows between 2 preceding and current row) as lo, max(n) over (order by sec rows between 2 preceding and current row) as hi from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, avg(n) over (order by sec rows between 1 preceding and 1 following) as smooth from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, sum(n) over (order by sec rows between current row and 2 following) as next3 from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, sum(n) over (order by sec rows between 3 preceding and 1 preceding) as before3 from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, count(n) over (order by sec rows between 1 following and 3 following) as after3 from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, avg(n) over (order by sec rows 4 preceding) as m5 from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, sum(n) over (order by sec desc rows between 1 preceding and current row) as pair from b order by sec;
+select sample, avg(depth) over (partition by thread_id order by sample rows between 4 preceding and current row) as smooth_depth from samples order by sample limit 50;
+select sample, max(depth) over (partition by thread_id order by sample rows between 2 preceding and 2 following) as peak from samples order by sample limit 50;
+select sample, sum(lineno) over (order by sample rows between 2 preceding and current row) as lines, count(lineno) over (order by sample rows between 2 preceding and current row) as with_line from samples order by sample limit 50;
+select sample, avg(lineno) over (order by sample rows between 1 preceding and 1 following) as near_line from samples order by sample limit 50;
+select sample, min(funcname) over (order by sample rows between 1 preceding and 1 following) as first_name from samples order by sample limit 30;
+with t as (select thread_id, floor(time_s) as sec, count(*) as n from samples group by thread_id, sec) select thread_id, sec, avg(n) over (partition by thread_id order by sec rows between 2 preceding and current row) as moving from t order by thread_id, sec;
+with t as (select thread_id, floor(time_s) as sec, count(*) as n from samples group by thread_id, sec) select thread_id, sec, sum(n) over (partition by thread_id order by sec rows between unbounded preceding and current row) as running from t order by thread_id, sec;
+-- frames over the whole partition
+select sample, last_value(funcname) over (order by sample rows between unbounded preceding and unbounded following) as last_leaf from samples order by sample limit 20;
+select count(distinct lv) as values_seen from (select last_value(funcname) over (order by sample rows between unbounded preceding and unbounded following) as lv from samples);
+select thread_id, lv from (select thread_id, last_value(funcname) over (partition by thread_id order by sample rows between unbounded preceding and unbounded following) as lv from samples) group by thread_id, lv order by thread_id;
+select thread_id, fv from (select thread_id, first_value(funcname) over (partition by thread_id order by sample rows between unbounded preceding and unbounded following) as fv from samples) group by thread_id, fv order by thread_id;
+select distinct thread_id, first_value(depth) over (partition by thread_id order by sample desc) as last_depth from samples order by thread_id;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, sum(n) over (order by sec rows between unbounded preceding and unbounded following) as total from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, avg(n) over (order by sec range between unbounded preceding and unbounded following) as mean from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, max(n) over (order by sec rows between unbounded preceding and unbounded following) as peak, min(n) over (order by sec rows between unbounded preceding and unbounded following) as low from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, last_value(n) over (order by sec rows between unbounded preceding and unbounded following) as final_n, first_value(n) over (order by sec rows between unbounded preceding and unbounded following) as first_n from b order by sec;
+-- running frames written out
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, sum(n) over (order by sec rows between unbounded preceding and current row) as running from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, sum(n) over (order by sec range between unbounded preceding and current row) as running from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, avg(n) over (order by sec) as running_mean from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, avg(n) over (order by sec rows unbounded preceding) as running_mean from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, max(n) over (order by sec) as record, min(n) over (order by sec) as low from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, count(*) over (order by sec) as k, count(n) over (order by sec) as kn from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, first_value(n) over (order by sec) as opening, last_value(n) over (order by sec) as current_n from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, first_value(n) over (order by sec rows between unbounded preceding and current row) as opening from b order by sec;
+select sample, avg(depth) over (partition by thread_id order by sample) as running_depth from samples order by sample limit 40;
+-- first_value and last_value over frames of rows
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, first_value(n) over (order by sec rows between 2 preceding and current row) as f3, last_value(n) over (order by sec rows between 2 preceding and current row) as l3 from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, first_value(n) over (order by sec rows between 1 following and 2 following) as f, last_value(n) over (order by sec rows between 1 following and 2 following) as l from b order by sec;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, last_value(n) over (order by sec rows between current row and unbounded following) as final_n from b order by sec;
+select sample, first_value(funcname) over (partition by thread_id order by sample rows between 3 preceding and 1 preceding) as earlier from samples order by sample limit 40;
+-- ntile, percent_rank, cume_dist
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, ntile(4) over (order by n desc, funcname) as quartile from t order by n desc, funcname;
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, ntile(3) over (order by funcname) as tercile from t order by funcname;
+with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, ntile(10) over (order by thread_id) as decile from t order by thread_id;
+select funcname, ntile(4) over (order by funcname) as quartile from (select distinct funcname from samples) order by funcname;
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, percent_rank() over (order by n) as pr from t order by n, funcname;
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, n, cume_dist() over (order by n) as cd from t order by n, funcname;
+with t as (select funcname, count(*) as n from samples group by funcname) select funcname, percent_rank() over (order by n desc) as pr, cume_dist() over (order by n desc) as cd from t order by n desc, funcname;
+with t as (select thread_id, funcname, count(*) as n from samples group by thread_id, funcname) select thread_id, funcname, cume_dist() over (partition by thread_id order by n) as cd, percent_rank() over (partition by thread_id order by n) as pr from t order by thread_id, n, funcname;
+select depth, cume_dist() over (order by depth) as cd from (select distinct depth from samples) order by depth;
+with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, percent_rank() over (order by n) as pr from t order by thread_id;
+-- percentiles within group
+select percentile_cont(0.5) within group (order by depth) as median_depth from samples;
+select percentile_cont(0.9) within group (order by depth) as p90, percentile_cont(0.1) within group (order by depth) as p10 from samples;
+select thread_id, percentile_cont(0.5) within group (order by time_s) as mid_s from samples group by thread_id order by thread_id;
+select percentile_disc(0.5) within group (order by depth) as median_depth from samples;
+select percentile_disc(0.9) within group (order by depth) as p90, percentile_disc(0.25) within group (order by depth) as q1 from samples;
+select thread_id, percentile_disc(0.75) within group (order by depth) as q3 from samples group by thread_id order by thread_id;
+select percentile_cont(0.25) within group (order by depth desc) as q from samples;
+select percentile_cont(0.5) within group (order by lineno) as mid_line from frames;
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select percentile_cont(0.5) within group (order by n) as median_n, percentile_disc(0.5) within group (order by n) as median_disc from b;
+-- ROUND with a column for its places
+select depth, round(avg(time_s), depth % 4) as t from samples group by depth order by depth;
+with t as (select thread_id, avg(depth) as d, count(*) % 3 as k from samples group by thread_id) select thread_id, round(d, k) as r from t order by thread_id;
+select round(time_s, cast(depth % 3 as int)) as t, count(*) as n from samples group by t order by t limit 20;
+-- FILTER on window aggregates
+select thread_id, count(*) filter (where has_gil) over (partition by thread_id) as gil_in_thread from samples group by thread_id, has_gil order by thread_id, gil_in_thread;
+with b as (select floor(time_s) as sec, has_gil, count(*) as n from samples group by sec, has_gil) select sec, has_gil, sum(n) filter (where has_gil) over (partition by sec) as gil_n from b order by sec, has_gil;
+with b as (select floor(time_s) as sec, has_gil, count(*) as n from samples group by sec, has_gil) select sec, has_gil, sum(n) filter (where has_gil) over (order by sec, has_gil) as running_gil from b order by sec, has_gil;
+select sample, count(*) filter (where has_gil) over (order by sample rows between 4 preceding and current row) as recent_gil from samples order by sample limit 40;
+-- covariance and correlation
+select covar_pop(depth, time_s) as cp, covar_samp(depth, time_s) as cs, corr(depth, time_s) as r from samples;
+select thread_id, corr(depth, time_s) as r, covar_pop(depth, sample) as c from samples group by thread_id having count(*) > 2 order by thread_id;
+select covar_samp(lineno, frame_id) as c, corr(lineno, frame_id) as r from frames;
+-- refused: GROUP BY ROLLUP
+select has_gil, on_cpu, count(*) as n from samples group by rollup (has_gil, on_cpu) order by has_gil, on_cpu;
+-- refused: GROUP BY CUBE
+select has_gil, on_cpu, count(*) as n from samples group by cube (has_gil, on_cpu) order by has_gil, on_cpu;
+-- refused: GROUP BY GROUPING SETS
+select has_gil, on_cpu, count(*) as n from samples group by grouping sets ((has_gil), (on_cpu), ()) order by has_gil, on_cpu;
+-- refused: `mode` is not supported
+select mode(funcname) as commonest from samples;
+-- refused: `arg_max` is not supported
+select arg_max(funcname, depth) as deepest_leaf from samples;
+-- refused: nth_value
+with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, nth_value(n, 2) over (order by sec) as second from b order by sec;
+
+-- every window function over the frame forms, per thread
+select sample, row_number() over (partition by thread_id order by sample rows between 1 preceding and 1 following) as k from samples order by sample limit 30;
+select sample, rank() over (partition by thread_id order by depth rows between unbounded preceding and unbounded following) as r from samples order by sample limit 30;
+select sample, dense_rank() over (partition by thread_id order by depth) as r from samples order by sample limit 30;
+select sample, count(*) over (partition by thread_id order by sample rows between 1 preceding and 1 following) as near from samples order by sample limit 40;
+select sample, count(*) over (partition by thread_id order by sample rows between current row and unbounded following) as left_in_thread from samples order by sample limit 40;
+select sample, sum(depth) over (partition by thread_id order by sample rows between current row and unbounded following) as depth_to_end from samples order by sample limit 40;
+select sample, max(depth) over (partition by thread_id order by sample rows between current row and unbounded following) as deepest_after from samples order by sample limit 40;
+select sample, min(depth) over (partition by thread_id order by sample rows between unbounded preceding and current row) as shallowest_so_far from samples order by sample limit 40;
+select sample, sum(depth) over (partition by thread_id order by sample) as depth_so_far, count(*) over (partition by thread_id order by sample) as k from samples order by sample limit 40;
+select sample, avg(depth) over (partition by thread_id) as thread_mean, count(*) over (partition by thread_id) as thread_n from samples order by sample limit 40;
+select sample, avg(depth) over (partition by thread_id order by sample rows between unbounded preceding and unbounded following) as thread_mean from samples order by sample limit 40;
+select sample, first_value(depth) over (partition by thread_id order by sample rows between 2 preceding and 2 following) as f, last_value(depth) over (partition by thread_id order by sample rows between 2 preceding and 2 following) as l from samples order by sample limit 40;
+select sample, last_value(funcname) over (partition by thread_id order by sample rows between current row and 1 following) as next_or_self from samples order by sample limit 40;
+select sample, first_value(funcname) over (partition by thread_id order by sample desc) as final_leaf from samples order by sample limit 40;
+select sample, lag(depth, 1, 0) over (partition by thread_id order by sample) - depth as shrink, lead(depth, 2, -1) over (partition by thread_id order by sample) as later from samples order by sample limit 40;
+select sample, ntile(5) over (partition by thread_id order by sample) as fifth from samples order by sample limit 60;
+select sample, percent_rank() over (partition by thread_id order by sample) as pr, cume_dist() over (partition by thread_id order by sample) as cd from samples order by sample limit 40;
+select depth, count(*) as n, cume_dist() over (order by depth) as cd, percent_rank() over (order by depth) as pr from samples group by depth order by depth;
+-- aggregates with NULLs and ties
+select count(lineno) as with_line, count(*) as all_rows, avg(lineno) as mean_line, sum(lineno) as line_sum from frames;
+select min(lineno) as lo, max(lineno) as hi, stddev_samp(lineno) as sd from frames where lineno is null;
+select var_samp(depth) as vs, var_pop(depth) as vp, stddev_samp(depth) as ss from samples where sample = 0;
+select funcname, var_samp(depth) as vs from samples group by funcname having count(*) = 1 order by funcname limit 10;
+select opname, count(*) as n, bool_or(lineno is null) as some_unlocated from frames group by opname order by n desc, opname limit 10;
+select thread_id, percentile_cont(0.5) within group (order by depth) as med, median(depth) as med2 from samples group by thread_id order by thread_id;
+select percentile_cont(0.5) within group (order by lineno) as med, percentile_disc(0.5) within group (order by lineno) as med_disc from frames where lineno is null;
+with t as (select thread_id, count(*) as n from samples group by thread_id) select var_pop(n) as vp, stddev_pop(n) as sp, corr(n, thread_id % 7) as r from t;
+-- ties in running windows: SQL's default frame takes the peers together
+select floor(time_s) as sec, sample, sum(depth) over (order by floor(time_s), sample) as running from samples order by sample limit 40;
+with d as (select depth, count(*) as n from samples group by depth) select depth, sum(n) over (order by depth) as at_most, sum(n) over (order by depth desc) as at_least from d order by depth;
+-- refused: make the ORDER BY unique
+select sample, sum(depth) over (order by floor(time_s)) as running from samples order by sample limit 40;
+-- refused: make the ORDER BY unique
+select sample, count(*) over (partition by thread_id order by depth) as shallower from samples order by sample limit 40;

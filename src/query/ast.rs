@@ -1,0 +1,77 @@
+//! Predicates over sqlparser's AST that the rewrites share (which calls are
+//! aggregates, whether an expression holds a window or an aggregate). A leaf: it
+//! imports no other query module, so every rewrite can use it.
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{Expr, Function, Query, Visit, Visitor};
+
+/// Aggregate functions polars' SQL knows (a window over one of these inside a grouped
+/// SELECT is refused).
+const AGGREGATES: [&str; 20] = [
+    "count",
+    "sum",
+    "avg",
+    "mean",
+    "min",
+    "max",
+    "median",
+    "stddev",
+    "stddev_samp",
+    "variance",
+    "var_samp",
+    "first",
+    "last",
+    "array_agg",
+    "string_agg",
+    "quantile_cont",
+    "quantile_disc",
+    "percentile_cont",
+    "percentile_disc",
+    "corr",
+];
+
+pub(super) fn function_name(f: &Function) -> String {
+    f.name.to_string().to_ascii_lowercase()
+}
+
+pub(super) fn is_aggregate(f: &Function) -> bool {
+    f.over.is_none() && AGGREGATES.contains(&function_name(f).as_str())
+}
+
+/// True when `e` holds a window function (not in a subquery).
+pub(super) fn has_window(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = e.visit(&mut FnVisitor(|x: &Expr| {
+        if let Expr::Function(f) = x {
+            found |= f.over.is_some();
+        }
+    }));
+    found
+}
+
+/// True when `e` holds an aggregate call (not a window).
+pub(super) fn has_aggregate(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = e.visit(&mut FnVisitor(|x: &Expr| {
+        if let Expr::Function(f) = x {
+            found |= is_aggregate(f);
+        }
+    }));
+    found
+}
+
+/// Calls `f` on every expression, up to the first subquery (whose expressions belong
+/// to its own SELECT, which the outer walk visits on its own).
+pub(super) struct FnVisitor<F: FnMut(&Expr)>(pub(super) F);
+
+impl<F: FnMut(&Expr)> Visitor for FnVisitor<F> {
+    type Break = ();
+    fn pre_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+        ControlFlow::Break(())
+    }
+    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+        (self.0)(e);
+        ControlFlow::Continue(())
+    }
+}
