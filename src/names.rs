@@ -6,7 +6,8 @@
 //!
 //! clap is built with the recorder (feature `record`: its options are clap types). A
 //! build without it (a library that only reads, reports and exports) still parses the
-//! report's names: [`without_clap`] lists them, and a test checks the lists against
+//! report's names: each type lists them ([`without_clap::Named`], implemented beside
+//! the type, so that this module knows none of the types it names), and a test checks the lists against
 //! clap's derive.
 
 #[cfg(feature = "record")]
@@ -116,8 +117,6 @@ mod with_clap {
 /// enum's variants, as clap's derive gives them (`names_match_clap` checks both).
 #[cfg(any(test, not(feature = "record")))]
 pub(crate) mod without_clap {
-    use crate::report::{Format, GroupBy, Metric, SortBy};
-
     /// A closed set of values, each with its name.
     pub trait Named: Sized + Copy + PartialEq + 'static {
         const NAMES: &'static [(&'static str, Self)];
@@ -127,36 +126,6 @@ pub(crate) mod without_clap {
     #[cfg_attr(test, allow(dead_code))]
     pub trait NameSet: Named {}
     impl<E: Named> NameSet for E {}
-
-    impl Named for Format {
-        const NAMES: &'static [(&'static str, Self)] = &[
-            ("table", Format::Table),
-            ("csv", Format::Csv),
-            ("json", Format::Json),
-        ];
-    }
-
-    impl Named for GroupBy {
-        const NAMES: &'static [(&'static str, Self)] = &[
-            ("function", GroupBy::Function),
-            ("line", GroupBy::Line),
-            ("file", GroupBy::File),
-        ];
-    }
-
-    impl Named for Metric {
-        const NAMES: &'static [(&'static str, Self)] =
-            &[("self", Metric::SelfShare), ("total", Metric::Total)];
-    }
-
-    impl Named for SortBy {
-        const NAMES: &'static [(&'static str, Self)] = &[
-            ("self", SortBy::SelfTime),
-            ("total", SortBy::TotalTime),
-            ("samples", SortBy::Samples),
-            ("name", SortBy::Name),
-        ];
-    }
 
     /// The value of `E` called `text`, or the message every front end gives.
     #[cfg_attr(test, allow(dead_code))]

@@ -213,3 +213,41 @@ impl<'a, F: FrameNames + ?Sized> FrameKeys<'a, F> {
 pub(crate) fn seconds_at(samples: u64, interval_us: u64) -> f64 {
     samples as f64 * (interval_us as f64 / 1_000_000.0)
 }
+
+/// The report's names for a build without clap (whose `ValueEnum` derive names them
+/// otherwise): in the order of each enum's variants, as `names::tests` checks.
+#[cfg(any(test, not(feature = "record")))]
+mod names_without_clap {
+    use super::{Format, GroupBy, Metric, SortBy};
+    use crate::names::without_clap::Named;
+
+    impl Named for Format {
+        const NAMES: &'static [(&'static str, Self)] = &[
+            ("table", Format::Table),
+            ("csv", Format::Csv),
+            ("json", Format::Json),
+        ];
+    }
+
+    impl Named for GroupBy {
+        const NAMES: &'static [(&'static str, Self)] = &[
+            ("function", GroupBy::Function),
+            ("line", GroupBy::Line),
+            ("file", GroupBy::File),
+        ];
+    }
+
+    impl Named for Metric {
+        const NAMES: &'static [(&'static str, Self)] =
+            &[("self", Metric::SelfShare), ("total", Metric::Total)];
+    }
+
+    impl Named for SortBy {
+        const NAMES: &'static [(&'static str, Self)] = &[
+            ("self", SortBy::SelfTime),
+            ("total", SortBy::TotalTime),
+            ("samples", SortBy::Samples),
+            ("name", SortBy::Name),
+        ];
+    }
+}
