@@ -27,4 +27,5 @@ fi
 # Run from outside the source tree so `import tach` is the installed package.
 cd "$venv"
 exec env PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -p no:cacheprovider \
-    --basetemp="$venv/pytest-tmp" -q "$root/tests/python/package/test_api.py" "$@"
+    --basetemp="$venv/pytest-tmp" -q "$root/tests/python/package/test_api.py" \
+    "$root/tests/python/package/test_entrances.py" "$@"

@@ -17,7 +17,7 @@ import pytest
 import tach
 from tach import _native
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "golden" / "cpython-3.15.2"
 FIELDS = _native.SPEC_FIELDS
 
