@@ -21,7 +21,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
-use super::ast::function_name;
+use super::ast::{function_name, has_aggregate};
 use super::QueryError;
 
 /// Rewrites the aggregates of `query` polars lacks; refuses grouping sets.
@@ -61,12 +61,52 @@ impl Visitor for GroupingSets {
                 _ => None,
             })
         };
-        match form {
-            Some(form) => ControlFlow::Break(QueryError::Forbidden(format!(
+        if let Some(form) = form {
+            return ControlFlow::Break(QueryError::Forbidden(format!(
                 "{form} is not supported: write one GROUP BY per grouping and combine them with UNION ALL, with NULL for the columns a grouping leaves out"
-            ))),
-            None => ControlFlow::Continue(()),
+            )));
         }
+        // In a grouped SELECT polars reads a column inside an expression as the group's
+        // list of values, so round(x, n) with a column n would not be a number there.
+        let grouped = !exprs.is_empty()
+            || matches!(select.group_by, GroupByExpr::All(_))
+            || select.projection.iter().any(|item| match item {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    has_aggregate(e)
+                }
+                _ => false,
+            });
+        if grouped {
+            let mut found = false;
+            let _ = Visit::visit(select, &mut FindColumnRound(&mut found));
+            if found {
+                return ControlFlow::Break(QueryError::Forbidden(
+                    "round(x, n) with a column for n is not supported in a grouped SELECT: round in an outer query (select round(a, n) from (select avg(x) as a, ... group by ...))".to_string(),
+                ));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Finds a `round(x, n)` whose `n` is not a literal number.
+struct FindColumnRound<'a>(&'a mut bool);
+
+impl Visitor for FindColumnRound<'_> {
+    type Break = ();
+    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+        if let Expr::Function(f) = e {
+            if function_name(f) == "round" {
+                if let FunctionArguments::List(list) = &f.args {
+                    if let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(n))] = &list.args[..] {
+                        if !is_literal_number(n) {
+                            *self.0 = true;
+                        }
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 
@@ -189,9 +229,16 @@ fn replacement(f: &Function) -> Option<Result<Expr, QueryError>> {
             "CASE WHEN count({x}) = 1 THEN 0.0 ELSE var_samp({x}) * (count({x}) - 1) / count({x}) END"
         )
     };
+    // FILTER (WHERE c) on a rewritten aggregate: its argument is NULL where c does not
+    // hold, which every one of them skips, as SQL's FILTER does.
+    let filtered = |x: String| match &f.filter {
+        Some(cond) => format!("(CASE WHEN {cond} THEN {x} END)"),
+        None => x,
+    };
     let text = match name.as_str() {
         "var_pop" | "stddev_pop" => {
             let [x] = plain_args(f)?.try_into().ok()?;
+            let x = filtered(x);
             if name == "var_pop" {
                 var_pop(&x)
             } else {
@@ -200,6 +247,7 @@ fn replacement(f: &Function) -> Option<Result<Expr, QueryError>> {
         }
         "bool_or" | "bool_and" => {
             let [x] = plain_args(f)?.try_into().ok()?;
+            let x = filtered(x);
             let pick = if name == "bool_or" { "max" } else { "min" };
             format!("({pick}(CAST({x} AS INTEGER)) = 1)")
         }
@@ -215,12 +263,22 @@ fn replacement(f: &Function) -> Option<Result<Expr, QueryError>> {
             } else {
                 "quantile_disc"
             };
+            // Descending order is the ascending quantile at 1 - fraction; polars takes
+            // only a literal fraction, so it is computed here.
             let fraction = if order.options.asc.unwrap_or(true) {
                 fraction
             } else {
-                format!("1 - {fraction}")
+                match fraction.trim_matches(|c| c == '(' || c == ')').trim().parse::<f64>() {
+                    Ok(v) => format!("{}", 1.0 - v),
+                    Err(_) => {
+                        return Some(Err(refuse(format!(
+                            "`{call}` with ORDER BY ... DESC needs a literal fraction: or order ascending at 1 - fraction"
+                        ))))
+                    }
+                }
             };
-            format!("{quantile}({}, {fraction})", order.expr)
+            let x = filtered(order.expr.to_string());
+            format!("{quantile}({x}, {fraction})")
         }
         "round" => {
             let [x, places] = plain_args(f)?.try_into().ok()?;
@@ -233,6 +291,17 @@ fn replacement(f: &Function) -> Option<Result<Expr, QueryError>> {
                 }
                 _ => return None,
             }
+        }
+        "corr" if f.filter.is_none() => {
+            // DuckDB's corr is NaN where a variance is 0 (polars gives NULL there).
+            let [x, y] = plain_args(f)?.try_into().ok()?;
+            let both = |v: &str| format!("(CASE WHEN {x} IS NOT NULL AND {y} IS NOT NULL THEN {v} END)");
+            let (bx, by) = (both(&x), both(&y));
+            format!(
+                "CASE WHEN count({bx}) > 0 AND ({vx} = 0 OR {vy} = 0) THEN (0.0 / 0.0) ELSE corr({x}, {y}) END",
+                vx = var_pop(&bx),
+                vy = var_pop(&by)
+            )
         }
         "mode" | "arg_max" | "arg_min" | "max_by" | "min_by" => {
             return Some(Err(refuse(format!(

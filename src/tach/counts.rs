@@ -99,9 +99,9 @@ impl StackCounts {
     /// uncompressed, where decoding is all the work. A zstd region goes through the
     /// ordinary decoder, whose source decompresses on a second thread: decompression
     /// is sequential whichever way the records are then decoded, and the run-aware
-    /// decoder keeps up with it. Measured on a 100 M-sample, 408-thread test-suite
-    /// recording (docs/performance.md, "Counting"): the same CPU time either way, and
-    /// a third of the chunked route's memory (33 MB against 94 MB).
+    /// decoder keeps up with it: on a 100 M-sample, 408-thread recording it takes the
+    /// same CPU time as the chunked route and a third of its memory
+    /// (benches/HISTORY.md).
     pub fn count(file: &TachFile) -> Result<Self> {
         let compressed = file.header().compression != Compression::None;
         if compressed || file.sample_region().len() < SPLIT_MIN_STORED {

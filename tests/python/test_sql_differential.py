@@ -13,7 +13,9 @@ wrong) after a full run:
     python3 -m pytest tests/python/test_sql_differential.py -q -s
 """
 
+import csv
 import decimal
+import io
 import json
 import math
 import pathlib
@@ -83,6 +85,8 @@ def duck(sql, directory):
 
 
 def same(a, b):
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
     if isinstance(a, decimal.Decimal):
         a = float(a)
     if isinstance(b, decimal.Decimal):
@@ -129,6 +133,18 @@ def test_tach_query_gives_duckdbs_answer_or_refuses(parquet, name, index, sql, r
     got = [tuple(r.values()) for r in rows]
     want = duck(sql, parquet[name])
     assert len(got) == len(want), (sql, got[:3], want[:3])
+    # JSON has no NaN: tach's JSON writes it as null. Where DuckDB gives NaN and the
+    # JSON null, tach's CSV must say NaN there (and only there).
+    nan_cells = [(i, j) for i, (g, w) in enumerate(zip(got, want)) for j, (x, y) in enumerate(zip(g, w))
+                 if x is None and isinstance(y, float) and math.isnan(y)]
+    if nan_cells:
+        csv_run = subprocess.run([tach_bin(), "query", "--format", "csv", sql, GOLDEN / name],
+                                 capture_output=True, text=True)
+        assert csv_run.returncode == 0, csv_run.stderr
+        cells = list(csv.reader(io.StringIO(csv_run.stdout)))[1:]
+        for i, j in nan_cells:
+            assert cells[i][j] == "NaN", (sql, i, j, cells[i])
+            got[i] = got[i][:j] + (float("nan"),) + got[i][j + 1:]
     for g, w in zip(got, want):
         assert len(g) == len(w) and all(same(x, y) for x, y in zip(g, w)), (sql, g, w)
     outcome[name] = "equal"

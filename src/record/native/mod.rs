@@ -380,7 +380,7 @@ impl NativeUnwinder {
                     // stepped it by frame pointer, which most code does not keep. A
                     // return address found so that is no module's code either is not a
                     // caller (it was a stack address, in a real JIT frame): the walk ends
-                    // here, cut short, as the issue asks of code without unwind rules.
+                    // here, cut short, as for any code without unwind rules.
                     if module_at(&self.modules, lookup).is_none()
                         && module_at(&self.modules, ret).is_none()
                     {

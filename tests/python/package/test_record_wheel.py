@@ -16,7 +16,7 @@ import pytest
 
 BIN = pathlib.Path(sys.executable).parent
 TACH = str(BIN / "tach")
-# A download of at most 10 MB (issue: "at most 10 MB to download").
+# A download of at most 10 MB: the small install must stay small.
 MAX_WHEEL_BYTES = 10 * 1024 * 1024
 
 

@@ -597,7 +597,7 @@ def test_all_threads_records_threads_without_python_as_gdb_sees_them(tmp_path):
 # the call to PyGILState_Ensure in _CallPythonObject returns to 0xf7e4 of pyenv 3.12.1's
 # _ctypes module, which addr2line gives as the inlined Py_SIZE <- PyTuple_GET_SIZE of the
 # next statement (callbacks.c:151); the call itself, 0xf7e3, is callbacks.c:148, where
-# tach puts the frame (10.3% of py-spy's samples in-process, 2026-11-27).
+# tach puts the frame.
 NAMED_AT_RETURN_ADDRESS = {"qsort": {"PyTuple_GET_SIZE", "Py_SIZE"}}
 
 # The native callers of OpenBLAS's kernels under numpy's svd, which py-spy loses where a
@@ -683,7 +683,7 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
                        if func not in ("loads", "dumps"))
         if name == "svd":
             # Self shares, and the inclusive shares of all but the kernels' callers that
-            # py-spy loses (measured 2026-11-27 from outside: 0.9-1.6 points).
+            # py-spy loses.
             return max((max(abs(so - sr), 0 if func in SVD_KERNEL_CALLERS else abs(io - ir)),
                         func) for file, func, so, sr, io, ir in r["rows"])
         if name in OPEN_GAPS:
@@ -706,7 +706,7 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
         if name in OPEN_GAPS:
             print(f"OPEN: native accuracy of {name}: largest gap {r['largest_gap']:.1f} "
                   f"points ({r['where']}): {OPEN_GAPS[name]}", file=sys.stderr)
-    # The issue's goal is 2 points; 3 is what test_accuracy holds on a quiet machine for
+    # The goal is 2 points; 3 is what test_accuracy holds on a quiet machine for
     # Python stacks. Three programs have rows where py-spy is the one that is wrong
     # (OPEN_GAPS, each checked against gdb; docs/recorder.md): svd and orjson are held
     # without those rows, qsort's gap (5.3-7.3 points, all naming) is printed only.

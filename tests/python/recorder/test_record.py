@@ -581,7 +581,7 @@ def test_native_in_process_mixes_native_and_python_frames(tmp_path):
     # The handler that holds the thread is not in its stack: the walk starts where the
     # signal interrupted it.
     assert not any(f in ("on_pause", "__restore_rt") for n in st for f in n), st[:10]
-    # Measured 0.98% on the host's 3.11 (2026-11-27); 1% is the issue's goal.
+    # Under 1% on a quiet machine; 5% leaves room for a loaded CI machine.
     assert data["stats"]["error_rate"] < 5, data["stats"]
 
 
@@ -746,7 +746,7 @@ def test_callbacks_from_c_sorted_key(tmp_path):
     in_key = [s for s in st if s and s[0] == ("script.py", "key", key_line)]
     assert len(in_key) > 0.6 * len(st)
     # sorted() is C: the key function's caller is main, at the sorted() line (but for
-    # the rare stack torn by a call or return during the read: issue 6 note; one in
+    # the rare stack torn by a call or return during the read: one in
     # ~800 failed an all() check on 3.13 in CI).
     wrong = [s for s in in_key if s[1] != ("script.py", "main", sort_line)]
     assert len(wrong) <= 0.02 * len(in_key), wrong[:3]
