@@ -431,7 +431,7 @@ mod tests {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "record::ptrace_pause::tests::helper_process",
+                "record::process::ptrace_pause::tests::helper_process",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
