@@ -35,9 +35,6 @@ use crate::tach::{SampleFilter, TachFile};
 
 pub struct Parquet;
 
-/// The tables written, in order.
-pub use super::PARQUET_TABLES as TABLES;
-
 impl Exporter for Parquet {
     fn name(&self) -> &'static str {
         "parquet"
