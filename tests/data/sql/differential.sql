@@ -395,8 +395,6 @@ select thread_id, corr(depth, time_s) as r, covar_pop(depth, sample) as c from s
 select covar_samp(lineno, frame_id) as c, corr(lineno, frame_id) as r from frames;
 -- refused: GROUP BY ROLLUP
 select has_gil, on_cpu, count(*) as n from samples group by rollup (has_gil, on_cpu) order by has_gil, on_cpu;
--- refused: GROUP BY CUBE
-select has_gil, on_cpu, count(*) as n from samples group by cube (has_gil, on_cpu) order by has_gil, on_cpu;
 -- refused: GROUP BY GROUPING SETS
 select has_gil, on_cpu, count(*) as n from samples group by grouping sets ((has_gil), (on_cpu), ()) order by has_gil, on_cpu;
 -- refused: `mode` is not supported
@@ -439,5 +437,3 @@ select floor(time_s) as sec, sample, sum(depth) over (order by floor(time_s), sa
 with d as (select depth, count(*) as n from samples group by depth) select depth, sum(n) over (order by depth) as at_most, sum(n) over (order by depth desc) as at_least from d order by depth;
 -- refused: make the ORDER BY unique
 select sample, sum(depth) over (order by floor(time_s)) as running from samples order by sample limit 40;
--- refused: make the ORDER BY unique
-select sample, count(*) over (partition by thread_id order by depth) as shallower from samples order by sample limit 40;
