@@ -1,10 +1,10 @@
 /* Prints the Rust table of one CPython version's interpreter layout (scripts/gen-layouts
  * compiles it once per version against that version's own internal headers, with
- * -DPy_BUILD_CORE, and writes src/record/layout/generated.rs).
+ * -DPy_BUILD_CORE, and writes src/record/interpreter/layout/generated.rs).
  *
  * - CPython 3.9-3.12 publish no _Py_DebugOffsets: every offset the recorder reads is
  *   measured here with offsetof()/sizeof(), printed as the very `Offsets` the sampler
- *   uses (grouped per CPython object, src/record/layout/offsets.rs), in a
+ *   uses (grouped per CPython object, src/record/interpreter/layout/offsets.rs), in a
  *   `GeneratedLayout` with the version's opcode tables.
  * - CPython 3.13+ publish _Py_DebugOffsets, which lack a few things the recorder needs:
  *   the exception state before 3.15, 3.13's frame `stacktop`, the return opcodes and the

@@ -2,7 +2,7 @@
 `tach record -- python app.py`, `tach dump`.
 
 Targets run on every interpreter here that tach attaches to: the host's pyenv CPython
-3.9, 3.10, 3.11, 3.12 (layouts generated from their headers, src/record/layout/generated.rs)
+3.9, 3.10, 3.11, 3.12 (layouts generated from their headers, src/record/interpreter/layout/generated.rs)
 and 3.13, and the chroot's Debian CPython 3.13, 3.14 and 3.15 (the host's tach reads a
 process in the chroot through /proc/PID/root). None of them has the tach package: the
 recording needs none. Older pyenv interpreters (3.7, 3.8) check the error that names
