@@ -485,7 +485,8 @@ fn the_flag_extraction_reads_inline_code_in_prose() {
 /// The CPython versions the recorder has an interpreter layout for: `(3, N)` in the
 /// generated layouts, which cover every version it records.
 fn supported_minors() -> (u32, u32) {
-    let layouts = std::fs::read_to_string(repo().join("src/record/interpreter/layout/generated.rs")).unwrap();
+    let layouts =
+        std::fs::read_to_string(repo().join("src/record/interpreter/layout/generated.rs")).unwrap();
     let minors: Vec<u32> = layouts
         .split("version: (3, ")
         .skip(1)
