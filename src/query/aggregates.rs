@@ -66,30 +66,20 @@ impl Visitor for GroupingSets {
                 "{form} is not supported: write one GROUP BY per grouping and combine them with UNION ALL, with NULL for the columns a grouping leaves out"
             )));
         }
-        // In a grouped SELECT polars reads a column inside an expression as the group's
-        // list of values, so round(x, n) with a column n would not be a number there.
-        let grouped = !exprs.is_empty()
-            || matches!(select.group_by, GroupByExpr::All(_))
-            || select.projection.iter().any(|item| match item {
-                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
-                    has_aggregate(e)
-                }
-                _ => false,
-            });
-        if grouped {
-            let mut found = false;
-            let _ = Visit::visit(select, &mut FindColumnRound(&mut found));
-            if found {
-                return ControlFlow::Break(QueryError::Forbidden(
-                    "round(x, n) with a column for n is not supported in a grouped SELECT: round in an outer query (select round(a, n) from (select avg(x) as a, ... group by ...))".to_string(),
-                ));
-            }
+        // Over an aggregate, polars reads the column n as the group's list of values,
+        // so round(agg, n) would not be a number there.
+        let mut found = false;
+        let _ = Visit::visit(select, &mut FindColumnRound(&mut found));
+        if found {
+            return ControlFlow::Break(QueryError::Forbidden(
+                "round(x, n) of an aggregate with a column for n is not supported: round in an outer query (select round(a, n) from (select avg(x) as a, ... group by ...))".to_string(),
+            ));
         }
         ControlFlow::Continue(())
     }
 }
 
-/// Finds a `round(x, n)` whose `n` is not a literal number.
+/// Finds a `round(x, n)` of an aggregate `x` whose `n` is not a literal number.
 struct FindColumnRound<'a>(&'a mut bool);
 
 impl Visitor for FindColumnRound<'_> {
@@ -98,8 +88,10 @@ impl Visitor for FindColumnRound<'_> {
         if let Expr::Function(f) = e {
             if function_name(f) == "round" {
                 if let FunctionArguments::List(list) = &f.args {
-                    if let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(n))] = &list.args[..] {
-                        if !is_literal_number(n) {
+                    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x)), FunctionArg::Unnamed(FunctionArgExpr::Expr(n))] =
+                        &list.args[..]
+                    {
+                        if !is_literal_number(n) && has_aggregate(x) {
                             *self.0 = true;
                         }
                     }

@@ -138,7 +138,7 @@ def test_tach_query_gives_duckdbs_answer_or_refuses(parquet, name, index, sql, r
     nan_cells = [(i, j) for i, (g, w) in enumerate(zip(got, want)) for j, (x, y) in enumerate(zip(g, w))
                  if x is None and isinstance(y, float) and math.isnan(y)]
     if nan_cells:
-        csv_run = subprocess.run([tach_bin(), "query", "--format", "csv", sql, GOLDEN / name],
+        csv_run = subprocess.run([built_tach(), "query", "--format", "csv", sql, GOLDEN / name],
                                  capture_output=True, text=True)
         assert csv_run.returncode == 0, csv_run.stderr
         cells = list(csv.reader(io.StringIO(csv_run.stdout)))[1:]

@@ -380,7 +380,7 @@ select percentile_cont(0.25) within group (order by depth desc) as q from sample
 select percentile_cont(0.5) within group (order by lineno) as mid_line from frames;
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select percentile_cont(0.5) within group (order by n) as median_n, percentile_disc(0.5) within group (order by n) as median_disc from b;
 -- ROUND with a column for its places
--- refused: round(x, n) with a column for n is not supported in a grouped SELECT
+-- refused: round(x, n) of an aggregate with a column for n is not supported
 select depth, round(avg(time_s), cast(depth % 4 as integer)) as t from samples group by depth order by depth;
 with t as (select thread_id, avg(depth) as d, cast(count(*) % 3 as integer) as k from samples group by thread_id) select thread_id, round(d, k) as r from t order by thread_id;
 select round(time_s, cast(depth % 3 as int)) as t, count(*) as n from samples group by t order by t limit 20;
