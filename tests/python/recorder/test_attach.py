@@ -544,7 +544,7 @@ def test_attach_accuracy_against_pyspy(minor, programs, tmp_path):
         pytest.skip(f"SKIPPED: attach accuracy: no pyenv CPython 3.{minor} here")
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     if load > 2 * cores:
-        # Measured at loads of 7-12 on 2 cores (2026-11-25): py-spy got 200-400 Hz and
+        # At loads of 7-12 on 2 cores py-spy got 200-400 Hz and
         # failed up to half its samples while tach's pause, descheduled with it, held
         # the thread; generator-heavy programs (pygments, networkx) then moved by 2-7
         # points between runs on every version, 3.13 included. Not a measurement.
@@ -565,9 +565,9 @@ def test_attach_accuracy_against_pyspy(minor, programs, tmp_path):
         r = results[name]
         assert r["samples"] > 5000 and r["reference_samples"] > 5000, (name, r)
         assert r["error_rate"] <= 1.0, (name, r["error_rate"])
-        # The goal is 2 points. On a quiet machine (2026-11-26, load 0.7-1.2) every
+        # The goal is 2 points. On a quiet machine (load 0.7-1.2) every
         # version gave 0.4-1.6 (docs/recorder.md); at a load of 3-4 on 2 cores
-        # (2026-11-25) the largest gaps were 1.7-2.8 (pygments' get_tokens_unprocessed
+        # the largest gaps were 1.7-2.8 (pygments' get_tokens_unprocessed
         # on 3.9 and 3.10), and CI's 2 cores run this beside py-spy and the program, so
         # the test holds 3; reading running threads (--no-blocking) gives 7-18 on these
         # programs, which this still fails.

