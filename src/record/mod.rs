@@ -54,15 +54,19 @@ mod sampler;
 mod signals;
 mod summary;
 
+#[cfg(feature = "cli")]
 pub(crate) use command::{exit_code, STARTUP};
 pub use command::{RecordCommand, RecordCommandError};
 pub use discovery::attach::{attach, AttachError};
 #[cfg(feature = "python-record")]
 pub(crate) use discovery::in_process::this_process;
 pub use discovery::Target;
+#[cfg(feature = "cli")]
 pub(crate) use dump::{dump, render_dump};
 #[cfg(feature = "python-record")]
 pub(crate) use interpreter::resolve::Types;
+#[cfg(feature = "cli")]
 pub(crate) use outside::{start_session, write_empty, ExternalError, Recorded};
 pub use sampler::{RecordOptions, RecordStats, SampleSink, Session};
+#[cfg(feature = "cli")]
 pub(crate) use signals::{catch_stop_signals, take_stop_signal};
