@@ -18,10 +18,8 @@ use sqlparser::ast::{
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Query, Select,
     SelectItem, SetExpr, Value, Visit, VisitMut, Visitor, VisitorMut,
 };
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::Parser;
 
-use super::ast::{function_name, has_aggregate};
+use super::ast::{call_args, function_name, has_aggregate, parse_expr};
 use super::QueryError;
 
 /// Rewrites the aggregates of `query` polars lacks; refuses grouping sets.
@@ -175,29 +173,15 @@ impl VisitorMut for Calls {
 }
 
 /// The argument expressions of a plain call (no DISTINCT, no clauses), as SQL text.
+/// The call's expression arguments as SQL text; None for any other form (`*` too).
 fn plain_args(f: &Function) -> Option<Vec<String>> {
-    let FunctionArguments::List(list) = &f.args else {
-        return None;
-    };
-    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
-        return None;
-    }
-    list.args
-        .iter()
-        .map(|a| match a {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(format!("({e})")),
-            _ => None,
-        })
-        .collect()
+    call_args(f).filter(|args| !args.is_empty() && args.iter().all(|a| a != "*"))
 }
 
 fn parse(text: &str) -> Result<Expr, QueryError> {
-    Parser::new(&GenericDialect)
-        .try_with_sql(text)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| QueryError::Sql {
-            message: format!("internal rewrite of an aggregate failed: {e}"),
-        })
+    parse_expr(text).map_err(|e| QueryError::Sql {
+        message: format!("internal rewrite of an aggregate failed: {e}"),
+    })
 }
 
 fn refuse(what: String) -> QueryError {

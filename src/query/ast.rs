@@ -4,7 +4,11 @@
 
 use std::ops::ControlFlow;
 
-use sqlparser::ast::{Expr, Function, Query, Visit, Visitor};
+use sqlparser::ast::{
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Query, Visit, Visitor,
+};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::parser::{Parser, ParserError};
 
 /// Aggregate functions polars' SQL knows (a window over one of these inside a grouped
 /// SELECT is refused).
@@ -30,6 +34,36 @@ const AGGREGATES: [&str; 20] = [
     "percentile_disc",
     "corr",
 ];
+
+/// A call's arguments as SQL text, each in parentheses (`*` for count(*)), or None for
+/// other forms (DISTINCT, ORDER BY inside the call, named arguments): what the rewrites
+/// splice into the SQL they build.
+pub(super) fn call_args(f: &Function) -> Option<Vec<String>> {
+    let FunctionArguments::List(list) = &f.args else {
+        return match f.args {
+            FunctionArguments::None => Some(Vec::new()),
+            _ => None,
+        };
+    };
+    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return None;
+    }
+    list.args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(format!("({e})")),
+            FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => Some("*".to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Parses the SQL expression a rewrite built.
+pub(super) fn parse_expr(text: &str) -> Result<Expr, ParserError> {
+    Parser::new(&GenericDialect)
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_expr())
+}
 
 pub(super) fn function_name(f: &Function) -> String {
     f.name.to_string().to_ascii_lowercase()

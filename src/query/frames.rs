@@ -28,10 +28,8 @@ use sqlparser::ast::{
     Value, VisitMut, VisitorMut, WindowFrame, WindowFrameBound, WindowFrameUnits, WindowSpec,
     WindowType,
 };
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::Parser;
 
-use super::ast::function_name;
+use super::ast::{call_args, function_name, parse_expr};
 use super::QueryError;
 
 /// Functions whose value does not depend on a frame (SQL ignores theirs).
@@ -344,35 +342,10 @@ fn frame_of(spec: &WindowSpec, call: &str) -> Result<Frame, QueryError> {
     Ok(frame)
 }
 
-/// The call's arguments as SQL text (`*` for count(*)), or None for other forms
-/// (DISTINCT, ORDER BY inside the call).
-fn args_text(f: &Function) -> Option<Vec<String>> {
-    let FunctionArguments::List(list) = &f.args else {
-        return match f.args {
-            FunctionArguments::None => Some(Vec::new()),
-            _ => None,
-        };
-    };
-    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
-        return None;
-    }
-    list.args
-        .iter()
-        .map(|a| match a {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(format!("({e})")),
-            FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => Some("*".to_string()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn parse(text: &str) -> Result<Expr, QueryError> {
-    Parser::new(&GenericDialect)
-        .try_with_sql(text)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| QueryError::Sql {
-            message: format!("internal rewrite of a window function failed: {e}"),
-        })
+    parse_expr(text).map_err(|e| QueryError::Sql {
+        message: format!("internal rewrite of a window function failed: {e}"),
+    })
 }
 
 /// A window with `spec`'s PARTITION BY and ORDER BY and no frame.
@@ -426,7 +399,7 @@ fn window_call(
     };
     let name = function_name(f);
     let call = f.to_string();
-    let Some(args) = args_text(f) else {
+    let Some(args) = call_args(f) else {
         return Err(refuse(format!(
             "`{call}`: DISTINCT or ORDER BY inside a window function's arguments is not supported; aggregate in a subquery first"
         )));
