@@ -53,15 +53,29 @@ def main(argv=None):
     except (RuntimeError, ValueError) as e:
         print(f"tach: cannot record: {e}", file=sys.stderr)
         sys.exit(2)
+    stats = None
     try:
-        if module is not None:
-            sys.argv[:] = [module] + list(program)
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            _exec_script(program[0], program[1:])
-    finally:
-        _record.stop()
+        try:
+            if module is not None:
+                sys.argv[:] = [module] + list(program)
+                sys.path.insert(0, os.getcwd())
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            else:
+                _exec_script(program[0], program[1:])
+        finally:
+            stats = _record.stop()
+    except SystemExit as e:
+        # sys.exit() or sys.exit(0): a success, unless the recording failed.
+        if e.code in (None, 0) and _failed(stats):
+            sys.exit(_native.exit_status(0, False))
+        raise
+    if _failed(stats):
+        sys.exit(_native.exit_status(0, False))
+
+
+def _failed(stats):
+    """Whether the recording ended in error (None: the program stopped it itself)."""
+    return stats is not None and bool(stats.get("error"))
 
 
 if __name__ == "__main__":

@@ -260,6 +260,13 @@ fn samples_written() -> Option<u64> {
     lock().as_ref().map(|s| s.samples_written())
 }
 
+/// `python -m tach run`'s exit status: the program's (`program`, its `SystemExit`
+/// code) unless the recording failed (`recorded` false), as `tach record`'s.
+#[pyfunction]
+fn exit_status(program: u8, recorded: bool) -> u8 {
+    crate::record::exit_status(program, recorded)
+}
+
 /// Whether a recording is in progress (false once a duration has run out).
 #[pyfunction]
 fn is_running() -> bool {
@@ -371,6 +378,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RunRequest>()?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
     m.add_function(wrap_pyfunction!(is_running, m)?)?;
+    m.add_function(wrap_pyfunction!(exit_status, m)?)?;
     m.add_function(wrap_pyfunction!(samples_written, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;

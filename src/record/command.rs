@@ -79,8 +79,9 @@ impl RecordCommand {
         }
     }
 
-    /// Records as asked and returns tach's exit code: the program's own when tach ran
-    /// it, 1 when an attached recording failed.
+    /// Records as asked and returns tach's exit code ([`exit_status`]): the program's
+    /// own when tach ran it, [`RECORDING_FAILED`] when the recording failed and the
+    /// program did not.
     pub fn run(&self) -> Result<u8, RecordCommandError> {
         if let Some(pid) = self.pid {
             if !self.argv.is_empty() {
@@ -99,13 +100,10 @@ impl RecordCommand {
                 }
             };
             eprintln!("{}", stats.summary_line());
-            return Ok(match stats.error {
-                Some(e) => {
-                    eprintln!("tach: error: {e}");
-                    1
-                }
-                None => 0,
-            });
+            if let Some(e) = &stats.error {
+                eprintln!("tach: error: {e}");
+            }
+            return Ok(exit_status(0, stats.error.is_none()));
         }
         if self.argv.len() < 2 || self.in_process.is_some() {
             let mut cmd = self.command()?;
@@ -134,7 +132,7 @@ impl RecordCommand {
         let opts = self.spec.record_options(pid)?;
         let path = opts.path.clone();
         let (interval, mode) = (opts.interval_us, opts.mode);
-        match record(
+        let recorded = match record(
             Recorded::Child(&mut child),
             opts,
             STARTUP,
@@ -142,9 +140,10 @@ impl RecordCommand {
         ) {
             Ok(stats) => {
                 eprintln!("{}", stats.summary_line());
-                if let Some(e) = stats.error {
+                if let Some(e) = &stats.error {
                     eprintln!("tach: error: {e}");
                 }
+                stats.error.is_none()
             }
             Err(ExternalError::Attach(e)) if matches!(child.try_wait(), Ok(Some(_))) => {
                 // Gone before its interpreter was found: an empty file says so.
@@ -152,19 +151,21 @@ impl RecordCommand {
                 if let Err(e) = write_empty(&path, interval, mode) {
                     eprintln!("tach: error: {e}");
                 }
+                false
             }
             Err(e) => {
                 eprintln!("tach: cannot record {pid}: {e}\ntach: the program runs on unrecorded");
                 if let Err(e) = write_empty(&path, interval, mode) {
                     eprintln!("tach: error: {e}");
                 }
+                false
             }
-        }
+        };
         let status = child.wait().map_err(|source| RecordCommandError::Spawn {
             program: self.argv[0].clone(),
             source,
         })?;
-        Ok(exit_code(status))
+        Ok(exit_status(exit_code(status), recorded))
     }
 
     /// The command to spawn: `PYTHON -m tach run OPTIONS REST`, the options as given.
@@ -185,6 +186,22 @@ impl RecordCommand {
         // is the script (or -m module) and its arguments.
         cmd.args(rest);
         Ok(cmd)
+    }
+}
+
+/// tach's exit status when a recording could not be made (or ended in error) and the
+/// program it recorded exited 0 (docs/recording.md, "Exit status").
+pub const RECORDING_FAILED: u8 = 1;
+
+/// tach's exit status after a recording (every way of recording, in-process through
+/// `tach._native.exit_status`): the program's own `program` status (0 for `--pid`, where
+/// tach runs no program), unless it is 0 and the recording could not be made or ended in
+/// error (`recorded` false): a script then sees the failure. A program that failed keeps
+/// its own status, which is not 0 either.
+pub fn exit_status(program: u8, recorded: bool) -> u8 {
+    match (program, recorded) {
+        (0, false) => RECORDING_FAILED,
+        (code, _) => code,
     }
 }
 

@@ -56,7 +56,7 @@ mod summary;
 
 #[cfg(feature = "cli")]
 pub(crate) use command::{exit_code, STARTUP};
-pub use command::{RecordCommand, RecordCommandError};
+pub use command::{exit_status, RecordCommand, RecordCommandError, RECORDING_FAILED};
 pub use discovery::attach::{attach, AttachError};
 #[cfg(feature = "python-record")]
 pub(crate) use discovery::in_process::this_process;

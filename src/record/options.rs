@@ -81,8 +81,6 @@ pub enum SpecError {
     AsyncModeAlone,
     #[error("--async-aware records in wall mode only, as CPython's sampler (not --mode {0})")]
     AsyncNotWall(String),
-    #[error("--async-aware and --native cannot be given together yet")]
-    AsyncAndNative,
     #[error("--native stops each thread while it reads it: it cannot be --no-blocking")]
     NativeNotBlocking,
 }
@@ -132,8 +130,9 @@ pub struct RecordSpec {
     /// Async-aware stacks: a thread running an asyncio task shows it as a <task> frame
     /// under the tasks awaiting it, as CPython 3.15's sampler does (3.14, 3.15; on
     /// 3.11-3.13 the running task alone, with no tasks above it, and no --async-mode
-    /// all). Wall mode only; not with --native (yet).
-    #[arg(long, conflicts_with = "native")]
+    /// all). Wall mode only. With --native, the native frames go under the task's
+    /// Python frames.
+    #[arg(long)]
     pub async_aware: bool,
     /// With --async-aware: running (default for a recording) is the task on each thread;
     /// all adds every waiting task (3.14, 3.15).
@@ -210,9 +209,6 @@ impl RecordSpec {
             return Err(SpecError::AsyncModeAlone);
         }
         if self.async_aware {
-            if self.native {
-                return Err(SpecError::AsyncAndNative);
-            }
             if opts.mode != ProfilingMode::Wall {
                 let mode = names::name(&self.mode.unwrap_or_default());
                 return Err(SpecError::AsyncNotWall(mode));

@@ -24,6 +24,7 @@ mod pprof;
 mod pprof_default;
 #[cfg(feature = "query")]
 mod query;
+mod record_exit;
 mod recover;
 mod report;
 mod roundtrip;

@@ -491,8 +491,16 @@ impl NativeUnwinder {
         let id = match name {
             Some(n) => intern(&m.path, &splice::demangle(n), -1),
             None => {
+                // A function without a symbol (a static one of a stripped library) is
+                // named by its start, so that its instructions are one function; where
+                // no unwind entry covers the address, by the address itself.
+                let start = m.file.as_ref().and_then(|f| f.function_start(svma));
                 let base = m.path.rsplit('/').next().unwrap_or(&m.path);
-                intern(&m.path, &format!("{base}+0x{svma:x}"), -1)
+                intern(
+                    &m.path,
+                    &format!("{base}+0x{:x}", start.unwrap_or(svma)),
+                    -1,
+                )
             }
         };
         self.pool.push(NativeKind::Frame(id));

@@ -174,6 +174,31 @@ impl LoadedFile {
             })
     }
 
+    /// The start (SVMA) of the function holding `svma` by the unwind table: the
+    /// initial location of the `.eh_frame` entry covering it, found through
+    /// `.eh_frame_hdr`'s sorted table. None without both sections, or outside every
+    /// entry.
+    pub fn function_start(&self, svma: u64) -> Option<u64> {
+        use gimli::UnwindSection;
+        let (hdr, eh_frame) = (self.eh_frame_hdr.as_ref()?, self.eh_frame.as_ref()?);
+        let endian = gimli::RunTimeEndian::Little;
+        let mut bases = gimli::BaseAddresses::default()
+            .set_eh_frame_hdr(hdr.svma.start)
+            .set_eh_frame(eh_frame.svma.start);
+        if let Some(text) = &self.text {
+            bases = bases.set_text(text.svma.start);
+        }
+        let parsed = gimli::EhFrameHdr::new(&hdr.data[..], endian)
+            .parse(&bases, 8)
+            .ok()?;
+        let table = parsed.table()?;
+        let frames = gimli::EhFrame::new(&eh_frame.data[..], endian);
+        let fde = table
+            .fde_for_address(&frames, &bases, svma, |f, b, o| f.cie_from_offset(b, o))
+            .ok()?;
+        fde.contains(svma).then(|| fde.initial_address())
+    }
+
     /// The function symbol covering `svma`, if any.
     pub fn symbol(&self, svma: u64) -> Option<&str> {
         let k = self.symbols.partition_point(|s| s.addr <= svma);
@@ -235,6 +260,37 @@ mod tests {
                 .contains("own_executable_loads_with_symbols_and_bias"),
             "{name}"
         );
+    }
+
+    #[test]
+    fn a_function_start_is_its_unwind_entrys() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_str().unwrap();
+        let file = LoadedFile::load(std::process::id() as i32, exe).unwrap();
+        let maps = parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
+        let m = maps
+            .iter()
+            .find(|m| m.path == exe && m.executable)
+            .expect("the test binary's text is mapped");
+        let bias = file.bias(m.range.start, m.offset).unwrap();
+        // This function's symbol (the linker's) starts where its unwind entry (the
+        // compiler's) does, for every address inside it.
+        let here = a_function_start_is_its_unwind_entrys as *const () as u64;
+        let start = here.wrapping_sub(bias);
+        let k = file.symbols.partition_point(|s| s.addr < start);
+        let sym = &file.symbols[k];
+        assert_eq!(sym.addr, start);
+        assert!(sym.size > 8, "{sym:?}");
+        for offset in [0, 1, sym.size / 2, sym.size - 1] {
+            assert_eq!(
+                file.function_start(start + offset),
+                Some(start),
+                "+{offset}"
+            );
+        }
+        // Past the text no entry covers the address.
+        let end = file.text.as_ref().unwrap().svma.end;
+        assert_eq!(file.function_start(end + 0x10_0000), None);
     }
 
     #[test]

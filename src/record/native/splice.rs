@@ -169,6 +169,35 @@ pub(crate) fn splice(
     })
 }
 
+/// [`splice`] for a thread's stack cut under a running asyncio task: `python` (the
+/// thread's frames up to the task's coroutine, `run_count` calls of the evaluation loop)
+/// goes into the innermost `run_count` evaluation loops of `native`, and the native
+/// frames outside them (the event loop's machinery, which the task frames replace)
+/// are left out. A native stack with fewer evaluation loops is spliced as [`splice`]
+/// does.
+pub(crate) fn splice_under_task(
+    native: &[NativeKind],
+    python: &[u32],
+    runs: &[u32],
+    run_count: u32,
+    truncated: bool,
+    out: &mut Vec<u32>,
+) -> Result<Splice, Mismatch> {
+    let loops = native.iter().filter(|k| **k == NativeKind::Eval).count() as u32;
+    if run_count == 0 || loops <= run_count {
+        return splice(native, python, runs, run_count, truncated, out);
+    }
+    let mut seen = 0u32;
+    let end = native
+        .iter()
+        .position(|k| {
+            seen += u32::from(*k == NativeKind::Eval);
+            seen == run_count
+        })
+        .map_or(native.len(), |at| at + 1);
+    splice(&native[..end], python, runs, run_count, false, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +308,34 @@ mod tests {
             })
         );
         assert!(splice(&[Eval, Eval, Eval], &[10], &[0], 1, false, &mut out).is_err());
+    }
+
+    #[test]
+    fn a_task_takes_the_innermost_eval_loops_and_drops_the_event_loops() {
+        let mut out = Vec::new();
+        // zlib under `compress` (run 0), the coroutine entered from C by the task's C step
+        // (run 1); then the step, the event loop's Python frames (two more loops) and
+        // main, which the task frames stand in for.
+        let native = [
+            Frame(1),
+            Eval,
+            Frame(2),
+            Eval,
+            Frame(3),
+            Eval,
+            Eval,
+            Frame(4),
+            Hidden,
+        ];
+        let how = splice_under_task(&native, &[10, 11], &[0, 1], 2, false, &mut out);
+        assert_eq!(how, Ok(Splice::Exact));
+        assert_eq!(out, [1, 10, 2, 11]);
+        // As many loops as runs: the whole native stack, as `splice`.
+        let how = splice_under_task(&native[..6], &[10, 11, 12], &[0, 1, 2], 3, false, &mut out);
+        assert_eq!(how, Ok(Splice::Exact));
+        assert_eq!(out, [1, 10, 2, 11, 3, 12]);
+        // No run (nothing of the thread's own): as `splice`.
+        let how = splice_under_task(&native, &[], &[], 0, false, &mut out);
+        assert!(how.is_err(), "{how:?}");
     }
 }

@@ -407,6 +407,7 @@ impl Sampler {
             self.tasks.items.clear();
             asyncio::linear_stack(leaf, &tasks, &mut self.tasks.items);
             self.stack.raw.clear();
+            self.stack.tasks_raw = None;
             self.tasks.append_items(&mut self.stack.raw);
             if let Err(e) = self.resolve_stack(o) {
                 self.diagnostics.dropped(e);

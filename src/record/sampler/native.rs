@@ -155,20 +155,30 @@ impl Sampler {
             ));
         };
         let truncated = n.walk_kinds(regs, &*self.target.mem, &mut self.writer);
-        match splice::splice(
+        // `--async-aware`: the thread's own frames are spliced; the task frames above
+        // them are no native stack's and go on top as they are.
+        let stack = &self.stack;
+        let at = stack.tasks_at.min(stack.frames.len());
+        let (thread, tasks) = stack.frames.split_at(at);
+        let runs = &stack.frame_runs[..at.min(stack.frame_runs.len())];
+        let how = if stack.cut_under_task() {
+            splice::splice_under_task
+        } else {
+            splice::splice
+        };
+        match how(
             &n.kinds,
-            &self.stack.frames,
-            &self.stack.frame_runs,
-            self.stack.run_count,
+            thread,
+            runs,
+            stack.thread_runs,
             truncated,
             &mut n.merged,
         ) {
             Ok(how) => {
-                if how == Splice::Truncated
-                    || (how == Splice::PythonAfter && !self.stack.frames.is_empty())
-                {
+                if how == Splice::Truncated || (how == Splice::PythonAfter && !thread.is_empty()) {
                     n.tick_error = true;
                 }
+                n.merged.extend_from_slice(tasks);
                 n.merged.truncate(MAX_STACK_DEPTH);
                 std::mem::swap(&mut self.stack.frames, &mut n.merged);
                 Ok(())

@@ -113,9 +113,12 @@ impl Sampler {
         self.stack.frames.clear();
         self.stack.frame_runs.clear();
         self.stack.number_runs(o.frame.is_object);
+        self.stack.thread_runs = self.stack.run_count;
         if self.stack.raw.is_empty() {
+            self.stack.tasks_at = 0;
             return Ok(());
         }
+        self.stack.tasks_at = usize::MAX;
         let hsize = o.code.header_size as usize;
         // Opcodes at the instruction pointer, when the version has no caches to skip.
         let read_units = self.opts.opcodes
@@ -149,7 +152,9 @@ impl Sampler {
         };
         // Index of the frame's code unit in the batched read (GC marks have none).
         let mut unit = 0usize;
-        for (i, f) in self.stack.raw.iter().enumerate() {
+        for i in 0..self.stack.raw.len() {
+            self.stack.mark_tasks(i);
+            let f = self.stack.raw[i];
             if f.code == TASK_MARK {
                 let id = self.tasks.task_frame(f.instr, &mut self.writer);
                 self.stack.frames.push(id);
@@ -277,6 +282,9 @@ impl Sampler {
             self.stack.frames.push(id);
             self.stack.frame_runs.push(self.stack.raw_runs[i]);
             last = Some((f.code, f.instr, Some(id), on_return));
+        }
+        if self.stack.tasks_at == usize::MAX {
+            self.stack.tasks_at = self.stack.frames.len();
         }
         Ok(())
     }

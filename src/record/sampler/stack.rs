@@ -37,6 +37,15 @@ pub(super) struct SampleStack {
     pub frame_runs: Vec<u32>,
     pub raw_runs: Vec<u32>,
     pub run_count: u32,
+    /// `--async-aware`: where the task frames (the running task's `<task>` frame and the
+    /// tasks awaiting it) start among the raw frames, and whether the thread's own
+    /// frames were cut at the running task's coroutine there (`None`: no task frames).
+    pub tasks_raw: Option<(usize, bool)>,
+    /// Where the task frames start in `frames` (its length when there are none), and how
+    /// many calls of the eval loop run the thread's own frames before them: `--native`
+    /// splices the thread's frames alone, the task frames being no native stack's.
+    pub tasks_at: usize,
+    pub thread_runs: u32,
 }
 
 impl Default for SampleStack {
@@ -47,6 +56,9 @@ impl Default for SampleStack {
             frame_runs: Vec::with_capacity(MAX_STACK_DEPTH),
             raw_runs: Vec::with_capacity(MAX_STACK_DEPTH),
             run_count: 0,
+            tasks_raw: None,
+            tasks_at: 0,
+            thread_runs: 0,
         }
     }
 }
@@ -70,5 +82,20 @@ impl SampleStack {
             }
         }
         self.run_count = run;
+    }
+
+    /// Notes, while `frames` are resolved from the raw frames, that raw frame `i` is the
+    /// first of the task frames.
+    pub(super) fn mark_tasks(&mut self, i: usize) {
+        if self.tasks_raw.is_some_and(|(at, _)| at == i) {
+            self.tasks_at = self.frames.len();
+            self.thread_runs = self.raw_runs[i];
+        }
+    }
+
+    /// Whether the thread's own frames were cut under a running task (the native frames
+    /// outside its coroutine are the event loop's, under the task).
+    pub(super) fn cut_under_task(&self) -> bool {
+        self.tasks_raw.is_some_and(|(_, cut)| cut)
     }
 }

@@ -176,6 +176,7 @@ impl Sampler {
             }
         }
         let mut gc_on_top = read.gc_on_top;
+        self.stack.tasks_raw = None;
         if read.task_from_stack {
             // 3.11-3.13: the running task is found from the frames walked. Its stack has
             // no `<GC>` frame, as on 3.14+ (CPython's async-aware stacks have none).
@@ -184,6 +185,7 @@ impl Sampler {
                 Some(index) => {
                     self.stack.raw.truncate(index + 1);
                     self.stack.raw.retain(|f| f.code != GC_MARK);
+                    self.stack.tasks_raw = Some((self.stack.raw.len(), true));
                     self.tasks.append_items(&mut self.stack.raw);
                     gc_on_top = false;
                 }
@@ -199,6 +201,8 @@ impl Sampler {
             if let Some(k) = self.tasks.cut_found {
                 self.stack.raw.truncate(k);
             }
+            let cut = self.tasks.cut_found.is_some();
+            self.stack.tasks_raw = Some((self.stack.raw.len(), cut));
             self.tasks.append_items(&mut self.stack.raw);
         }
         if gc_on_top {

@@ -572,3 +572,152 @@ def test_ten_thousand_tasks_and_loops_closed_while_recording(mode, work):
     assert tach("export", "--collapsed", "-o", coll, out).returncode == 0
     stacks = collapsed_stacks(coll)
     assert any(f.startswith("<task>:") for frames, _ in stacks for f in frames), r.stderr
+
+
+# The server above, its handler calling into C: zlib's deflate, hashlib's SHA-256 and
+# the json accelerator's encoder, each from a Python function of its own.
+NATIVE_SERVER = SERVER.replace("import asyncio, hashlib, sys\n", """\
+import asyncio, hashlib, json, sys, zlib
+
+DATA = b"".join(b"%d spam eggs " % i for i in range(4000))
+DOC = {"rows": [{"id": i, "name": "row %d" % i, "tags": ["a", "b"]} for i in range(600)]}
+
+def compress(body):
+    return zlib.compress(DATA + body, 9)
+
+def digest(body):
+    return hashlib.sha256(DATA * 8 + body).digest()
+
+def encode(body):
+    return json.dumps(DOC).encode()
+""").replace("""    digest = hashlib.sha256(body or b"x")
+    for _ in range(300):
+        digest = hashlib.sha256(digest.digest())
+""", """    out = compress(body) + digest(body) + encode(body)
+""").replace('digest.hexdigest().encode()', 'b"%d" % len(out)')
+
+
+def native_frame(frame):
+    """Whether a collapsed frame of tach's is native (neither Python's nor synthetic)."""
+    file = frame.split(":", 1)[0]
+    return not (file.endswith(".py") or file.startswith("<"))
+
+
+def without_native(stacks):
+    """The stacks with native frames (tach's, and CPython's `<native>` marks) left out."""
+    out = collections.Counter()
+    for frames, n in stacks:
+        out[tuple(f for f in frames if not native_frame(f) and not f.startswith("<native>"))] += n
+    return [(list(k), n) for k, n in out.items()]
+
+
+def write_collapsed(stacks, path):
+    with open(path, "w") as f:
+        for frames, n in stacks:
+            f.write(f"{';'.join(frames)} {n}\n")
+    return path
+
+
+def native_leaves(stacks, func):
+    """{native function a sample ends in: % of the samples under Python function
+    `func`} (samples in `func`'s own Python code count under "(Python)")."""
+    counts, total = collections.Counter(), 0
+    for frames, n in stacks:
+        at = [i for i, f in enumerate(frames) if function_of(f)[1] == func]
+        if not at:
+            continue
+        total += n
+        leaf = frames[-1]
+        counts[function_of(leaf)[1] if native_frame(leaf) and len(frames) - 1 > at[-1]
+               else "(Python)"] += n
+    return {k: 100.0 * v / total for k, v in counts.items()} if total else {}
+
+
+NATIVE_LEAF_GAP = 5.0
+
+
+def test_native_and_async_together_on_315(work, request):
+    """`tach record --native --async-aware` and CPython 3.15's `attach --native
+    --async-aware --blocking` on one execution of an asyncio server whose handler calls
+    zlib, hashlib and json's C code: the task frames and Python frames are CPython's
+    (within the 2 points of the test above, native frames left out), every stack reads
+    tasks, then Python frames, then native ones (the task frames never below a native
+    frame), and the C code each Python function calls is under it."""
+    need_chroot()
+    seconds = 15
+    env = (f"PYTHONPATH={request.getfixturevalue('site')}",)
+    for attempt in (1, 2, 3):
+        run = os.path.join(work, f"attempt-{attempt}")
+        os.makedirs(run, exist_ok=True)
+        ours = os.path.join(run, "tach.tach")
+        ref = os.path.join(run, "cpython.collapsed")
+        with chroot_target("python3.15", run, NATIVE_SERVER, "aio_native.py", seconds + 6,
+                           env) as target:
+            cpython = subprocess.Popen(
+                [CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "attach",
+                 "--async-aware", "--blocking", "-r", RATE, "-d", str(seconds),
+                 "--collapsed", "-o", ref, str(target.pid)],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            rec = tach("record", "--pid", str(target.pid), "--native", "--async-aware", "-r",
+                       RATE, "-d", str(seconds), "-o", ours)
+            _, ref_err = cpython.communicate(timeout=TIMEOUT)
+        assert rec.returncode == 0, rec.stderr
+        assert cpython.returncode == 0 and os.path.exists(ref), ref_err
+        exported = os.path.join(run, "tach.collapsed")
+        e = tach("export", "--collapsed", "-o", exported, ours)
+        assert e.returncode == 0, e.stderr
+        stacks = collapsed_stacks(exported)
+        report, worst, missing = compare(
+            write_collapsed(without_native(collapsed_stacks(ref)), ref + ".python"),
+            write_collapsed(without_native(stacks), exported + ".python"))
+        print(f"attempt {attempt}: {rec.stderr.strip()}\n{report}\n"
+              f"largest difference {worst:.2f} points")
+        if worst <= 2.0 and not missing:
+            break
+    assert worst <= 2.0, report
+    assert not missing, f"{missing}\n{report}"
+    total = sum(n for _, n in stacks)
+    # Root to leaf: the task frames, then the task's own frames, native ones among them.
+    for frames, n in stacks:
+        tasks = [i for i, f in enumerate(frames) if f.startswith("<task>")]
+        natives = [i for i, f in enumerate(frames) if native_frame(f)]
+        if tasks and natives:
+            assert max(tasks) < min(natives), frames
+    # Each C call is under its Python function and a task, with native frames below it.
+    for func, c_code in [("compress", "deflate"), ("digest", "SHA256"), ("encode", "encoder")]:
+        under = [(frames, n) for frames, n in stacks
+                 if any(function_of(f)[1] == func for f in frames)
+                 and any(f.startswith("<task>") for f in frames)]
+        with_native = sum(n for frames, n in under
+                          if native_frame(frames[-1]) and any(c_code in f for f in frames))
+        share = 100.0 * sum(n for _, n in under) / total
+        print(f"{func}: {share:.1f}% of samples, {with_native} of them in {c_code}")
+        assert with_native > 0, [f for f, _ in under][:5]
+    # The native part is --native's alone: under each Python function, the shares of the
+    # native functions its samples end in, against `tach record --native` (no tasks) of
+    # another execution of the same server.
+    alone = os.path.join(work, "native-alone.tach")
+    with chroot_target("python3.15", work, NATIVE_SERVER, "aio_native.py", seconds + 6,
+                       env) as target:
+        rec = tach("record", "--pid", str(target.pid), "--native", "-r", RATE, "-d",
+                   str(seconds), "-o", alone)
+    assert rec.returncode == 0, rec.stderr
+    e = tach("export", "--collapsed", "-o", alone + ".collapsed", alone)
+    assert e.returncode == 0, e.stderr
+    alone_stacks = collapsed_stacks(alone + ".collapsed")
+    gaps = []
+    for func in ("compress", "digest", "encode"):
+        together, by_itself = native_leaves(stacks, func), native_leaves(alone_stacks, func)
+        for leaf in sorted(set(together) | set(by_itself), key=lambda k: -by_itself.get(k, 0))[:5]:
+            gap = abs(together.get(leaf, 0.0) - by_itself.get(leaf, 0.0))
+            print(f"{func} -> {leaf}: {together.get(leaf, 0):.1f}% with tasks, "
+                  f"{by_itself.get(leaf, 0):.1f}% --native alone")
+            gaps.append((gap, func, leaf))
+    assert max(gaps)[0] <= NATIVE_LEAF_GAP, max(gaps)
+    # CPython 3.15 replays the file to the same stacks, native frames included.
+    replayed = os.path.join(run, "replayed.collapsed")
+    p = subprocess.run([CHROOT, "run", "--", "python3.15", "-m", "profiling.sampling", "replay",
+                        "--collapsed", "-o", replayed, ours],
+                       cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert sorted(collapsed_stacks(replayed)) == sorted(stacks)

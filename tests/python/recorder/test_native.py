@@ -723,3 +723,39 @@ def test_native_accuracy_against_pyspy_same_process(tmp_path, where):
         still = {name: (over[name], g) for name, r in again.items()
                  if (g := held_gap(name, r)) is not None and g[0] > bound}
         assert not still, f"native accuracy over {bound} points in two executions: {still}"
+
+
+def fde_starts(path):
+    """{start: end} of the functions of the ELF file `path` by its unwind table: the
+    `pc=START..END` of each FDE `readelf --debug-dump=frames` lists."""
+    p = subprocess.run(["readelf", "--wide", "--debug-dump=frames", path], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    return {int(a, 16): int(b, 16)
+            for a, b in re.findall(r" FDE cie=\w+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", p.stdout)}
+
+
+def test_a_stripped_librarys_function_is_one_row_at_its_start(tmp_path):
+    """Debian's libz is stripped: its static functions (deflate's longest_match,
+    deflate_slow, ...) have no symbol. Each is named by its start, so that `tach top`
+    shows one row per function, and each start is one of the library's FDEs (readelf's
+    reading of its .eh_frame), named by no other row. About 5 s."""
+    py = pyenv_or_skip("3.12")
+    if shutil.which("readelf") is None:
+        pytest.skip("SKIPPED: stripped library names: readelf (binutils) is not installed")
+    out, _ = record([py], str(tmp_path), 3)
+    p = tach("top", "--format", "json", "--limit", "100000", out)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    named = [(r.get("filename") or r.get("file", ""), r.get("function") or r.get("funcname", ""))
+             for r in rows]
+    libz = [(f, fn) for f, fn in named if re.fullmatch(r"libz\.so[.\d]*\+0x[0-9a-f]+", fn)]
+    assert libz, named[:20]
+    path = libz[0][0]
+    starts = fde_starts(path)
+    offsets = [int(fn.rsplit("+0x", 1)[1], 16) for _, fn in libz]
+    print(f"{len(libz)} rows of {os.path.basename(path)} without a symbol: "
+          f"{sorted(hex(o) for o in offsets)}", file=sys.stderr)
+    assert all(o in starts for o in offsets), (offsets, sorted(starts)[:20])
+    assert len(set(offsets)) == len(offsets), offsets

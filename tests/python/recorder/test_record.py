@@ -1485,3 +1485,32 @@ def test_a_clean_stop_leaves_no_journal(tmp_path):
     _, data = run_recorded(tmp_path, script)
     assert len(data["samples"]) > 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.tach", "script.py"]
+
+
+FAILING = """
+    import sys, time
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.3:
+        pass
+    open(sys.argv[1], "w").write("ran")
+    sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_recording_that_fails_exits_non_zero(tmp_path):
+    """docs/recording.md, "Exit status", in-process: a recording that ends in error (its
+    file on a full disk, /dev/full) lets the program run to its end, then `python -m tach
+    run` exits 1 where the program exited 0, and with the program's own status otherwise,
+    as `tach record` does (tests/suite/record_exit.rs)."""
+    script = write_script(tmp_path, FAILING)
+    for status, expected in [(0, 1), (3, 3)]:
+        mark = tmp_path / f"ran-{status}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "tach", "run", "-o", "/dev/full", str(script), str(mark),
+             str(status)],
+            capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+        )
+        assert proc.returncode == expected, proc.stderr
+        assert "No space left on device" in proc.stderr, proc.stderr
+        assert mark.exists(), proc.stderr
