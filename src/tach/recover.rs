@@ -522,7 +522,7 @@ mod tests {
 
     #[test]
     fn the_wall_clock_origin_survives_finish_recovery_and_rewrite() {
-        let origin = 1_795_870_800_123_456; // 2026-11-28T14:20:00.123456Z
+        let origin = 1_795_870_800_123_456; // 2026-11-28T13:00:00.123456Z
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, finish: bool| {
             let out = dir.path().join(name);
