@@ -93,6 +93,8 @@ class NativeProfile:
         threads: int | Sequence[int] | None = None,
         start: float | None = None,
         end: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
         status: str | Sequence[str] | None = None,
     ) -> bytes | str | None: ...
 
@@ -109,6 +111,8 @@ def convert(
     threads: int | Sequence[int] | None = None,
     start: float | None = None,
     end: float | None = None,
+    since: str | None = None,
+    until: str | None = None,
     status: str | Sequence[str] | None = None,
 ) -> list[tuple[str, str, str | None]]: ...
 def export_formats() -> list[tuple[str, str, str, bool]]: ...
@@ -127,6 +131,8 @@ def top_json(
     threads: int | Sequence[int] | None = None,
     start: float | None = None,
     end: float | None = None,
+    since: str | None = None,
+    until: str | None = None,
     status: str | Sequence[str] | None = None,
 ) -> str: ...
 def diff_json(
@@ -141,6 +147,8 @@ def diff_json(
     threads: int | Sequence[int] | None = None,
     start: float | None = None,
     end: float | None = None,
+    since: str | None = None,
+    until: str | None = None,
     status: str | Sequence[str] | None = None,
 ) -> str: ...
 
