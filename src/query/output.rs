@@ -102,7 +102,8 @@ fn text(v: &AnyValue<'_>, short: bool) -> Option<String> {
         AnyValue::UInt64(x) => x.to_string(),
         AnyValue::Float32(x) => float(*x as f64, short),
         AnyValue::Float64(x) => float(*x, short),
-        AnyValue::Datetime(us, TimeUnit::Microseconds, _) => utc_timestamp(*us),
+        AnyValue::Datetime(us, TimeUnit::Microseconds, _)
+        | AnyValue::DatetimeOwned(us, TimeUnit::Microseconds, _) => utc_timestamp(*us),
         other => format!("{other:?}"),
     })
 }
@@ -252,7 +253,10 @@ fn json_value(v: &AnyValue<'_>) -> serde_json::Value {
             serde_json::Number::from_f64(*x as f64).map_or(Value::Null, Value::Number)
         }
         AnyValue::Float64(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
-        AnyValue::Datetime(us, TimeUnit::Microseconds, _) => Value::String(utc_timestamp(*us)),
+        AnyValue::Datetime(us, TimeUnit::Microseconds, _)
+        | AnyValue::DatetimeOwned(us, TimeUnit::Microseconds, _) => {
+            Value::String(utc_timestamp(*us))
+        }
         other => Value::String(format!("{other:?}")),
     }
 }
