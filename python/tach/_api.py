@@ -289,10 +289,12 @@ class Profile:
     ) -> str | bytes | None:
         """Exports to ``path`` (Parquet: a directory), or returns the output: ``str``
         for text formats, ``bytes`` for pstats, pprof and parquet. Filters: threads, start,
-        end (seconds from the first sample), status (flags as in the CLI), per_thread,
+        end (seconds from the first sample), since, until (wall-clock times as in the
+        CLI), status (flags as in the CLI), per_thread,
         title, source_root (heatmap: ``{OLD: NEW}`` or pairs), start_time (pprof: the
         wall time of the first sample, an aware ``datetime``, Unix seconds, an RFC 3339
-        string, ``"file"`` (default: from the file's modification time) or ``"none"``)."""
+        string, ``"file"`` (default: the stored wall-clock origin, else the file's modification
+        time) or ``"none"``)."""
         return self._native.export(
             format, None if path is None else os.fspath(path), **_filters(filters)
         )
@@ -311,7 +313,7 @@ class Profile:
         samples, percent of samples and seconds, as CPython's pstats (docs/diff.md).
         The keywords are `tach top`'s options with underscores for dashes (``tach top
         --help`` lists them with their defaults: by, sort, limit, per_file) and the
-        sample filters (threads, start, end, status)."""
+        sample filters (threads, start, end, since, until, status)."""
         return _rows_frame(_native.top_json([self.path], **options), _TOP_SCHEMA)
 
     def _repr_html_(self) -> str:
@@ -373,7 +375,7 @@ def diff(
     significant change"), largest change first. The method: docs/diff.md. The
     keywords are `tach diff`'s options with underscores for dashes (``tach diff --help``
     lists them with their defaults: by, metric, alpha, min_share, min_change) and the
-    sample filters (threads, start, end, status)."""
+    sample filters (threads, start, end, since, until, status)."""
     return _rows_frame(_native.diff_json(_paths(base), _paths(new), **options), _DIFF_SCHEMA)
 
 

@@ -94,6 +94,8 @@ class NativeProfile:
         threads: int | Sequence[int] | None = None,
         start: float | None = None,
         end: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
         status: str | Sequence[str] | None = None,
     ) -> bytes | str | None: ...
 
@@ -110,6 +112,8 @@ def convert(
     threads: int | Sequence[int] | None = None,
     start: float | None = None,
     end: float | None = None,
+    since: str | None = None,
+    until: str | None = None,
     status: str | Sequence[str] | None = None,
 ) -> list[tuple[str, str, str | None]]: ...
 def export_formats() -> list[tuple[str, str, str, bool]]: ...
@@ -128,6 +132,8 @@ def top_json(
     threads: int | Sequence[int] | None = None,
     start: float | None = None,
     end: float | None = None,
+    since: str | None = None,
+    until: str | None = None,
     status: str | Sequence[str] | None = None,
 ) -> str: ...
 def diff_json(
@@ -142,6 +148,8 @@ def diff_json(
     threads: int | Sequence[int] | None = None,
     start: float | None = None,
     end: float | None = None,
+    since: str | None = None,
+    until: str | None = None,
     status: str | Sequence[str] | None = None,
 ) -> str: ...
 

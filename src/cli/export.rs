@@ -185,16 +185,18 @@ pub(super) fn run(args: ExportArgs) -> Result<ExitCode, CliError> {
         ..ExportOptions::default()
     };
     args.format_options.apply(exporter, &mut options)?;
+    // A directory stands for its .tach files (a rotating recording's segments).
+    let files = crate::tach::reader::expand_inputs(&args.files)?;
     if let Some(dir) = &args.out_dir {
-        return Ok(export_many(exporter, &args.files, dir, &filter, &options));
+        return Ok(export_many(exporter, &files, dir, &filter, &options));
     }
-    if args.files.len() > 1 {
+    if files.len() > 1 {
         return Err(CliError::Usage(format!(
             "{} inputs: use --out-dir DIR to convert several files",
-            args.files.len()
+            files.len()
         )));
     }
-    let input = &args.files[0];
+    let input = &files[0];
     match args.output.as_deref() {
         Some(p) if p == Path::new("-") => {
             let file = TachFile::open(input)?;

@@ -160,8 +160,10 @@ enum Command {
     Recover(recover::RecoverArgs),
 }
 
+/// Opens the inputs, a directory's `*.tach` files in time order
+/// ([`crate::tach::reader::expand_inputs`]).
 fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
-    paths
+    crate::tach::reader::expand_inputs(paths)?
         .iter()
         .map(|p| TachFile::open(p).map_err(CliError::from))
         .collect()

@@ -80,13 +80,15 @@ pub struct ExportOptions {
 }
 
 /// The wall-clock time of a recording's first sample, for formats that carry one
-/// (pprof's `time_nanos`). TACH stores only monotonic clock readings, so the time is
-/// either given or estimated from the file's modification time.
+/// (pprof's `time_nanos`): given, or the wall-clock origin stored in the file, or for
+/// a file without one (only monotonic clock readings) estimated from its modification
+/// time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StartTime {
-    /// The file's modification time minus the recording's span: the writers (CPython's
-    /// and tach's) finish the file right after the last sample, so this is right for a
-    /// file recorded here and not copied since.
+    /// The file's stored wall-clock origin; without one, its modification time minus
+    /// the recording's span: the writers (CPython's and tach's) finish the file right
+    /// after the last sample, so this is right for a file recorded here and not copied
+    /// since.
     #[default]
     FromFileTime,
     /// Nanoseconds since the Unix epoch.
@@ -189,6 +191,7 @@ impl<'a> ExportInput<'a> {
     /// The walk over the file's runs through the filter, its window bound to the
     /// (cached) first timestamp.
     pub fn kept_runs<M>(&self) -> Result<KeptRuns<'a, M>> {
+        self.filter.wall_offset(self.file)?;
         let origin = if self.filter.needs_origin() {
             self.origin_us()?.unwrap_or(0)
         } else {

@@ -17,7 +17,7 @@ use std::sync::{mpsc, Arc};
 use polars::prelude::*;
 
 use super::columns::{file_column, status_columns, Wanted};
-use super::schema::samples_schema;
+use super::schema::{samples_schema, TIMESTAMP_DTYPE};
 use crate::tach::filter::status as flag;
 use crate::tach::stack_table::StackTable;
 use crate::tach::walk::first_timestamp;
@@ -46,7 +46,7 @@ impl Needs {
     pub fn of(w: &Wanted) -> Needs {
         Needs {
             sample: w.has("sample"),
-            timestamp: w.has("timestamp_us") || w.has("time_s"),
+            timestamp: w.has("timestamp_us") || w.has("time_s") || w.has("wall_time"),
             thread: w.has("thread_id") || w.has("interpreter_id"),
             status: w.has("status") || flag::FLAGS.iter().any(|f| w.has(f.column)),
             stack_id: w.has("stack_id"),
@@ -268,6 +268,7 @@ pub fn pipeline(
     limit: Option<usize>,
     mut each: impl FnMut(RawBatch, u64) -> Result<(), BatchError>,
 ) -> Result<PipelineEnd, BatchError> {
+    filter.wall_offset(file)?;
     let mut known = match origin {
         Origin::Known(o) => Some(o),
         Origin::Find if filter.needs_origin() => Some(first_timestamp(file)?.unwrap_or(0)),
@@ -330,6 +331,17 @@ pub struct BatchContext<'a> {
     pub frames: &'a DataFrame,
     /// The profile's first timestamp, for `time_s`.
     pub origin_us: i64,
+    /// What turns a timestamp into `wall_time` (see [`wall_offset_us`]); `None`: the
+    /// file has no wall-clock origin, and `wall_time` is null.
+    pub wall_offset_us: Option<i64>,
+}
+
+/// The file's wall-clock origin minus its start time: added to a sample's monotonic
+/// timestamp, the sample's wall-clock time (UTC, Unix epoch µs), as
+/// [`Footer::wall_time_us`](crate::tach::Footer::wall_time_us) computes it.
+pub fn wall_offset_us(file: &TachFile) -> Option<i64> {
+    let start = file.header().start_time_us;
+    file.footer().wall_time_us(start, 0)
 }
 
 /// The columns `w` asks for, from one batch, in `samples` order. String columns are
@@ -351,6 +363,20 @@ pub fn batch_columns(b: RawBatch, w: &Wanted, ctx: &BatchContext<'_>) -> PolarsR
             .map(|&t| (t - origin) as f64 / 1e6)
             .collect();
         cols.push(Column::new("time_s".into(), secs));
+    }
+    if w.has("wall_time") {
+        let col = match ctx.wall_offset_us {
+            Some(offset) => {
+                let us: Vec<i64> = b
+                    .timestamp_us
+                    .iter()
+                    .map(|&t| t.wrapping_add(offset))
+                    .collect();
+                Column::new("wall_time".into(), us).cast(&TIMESTAMP_DTYPE)?
+            }
+            None => Column::full_null("wall_time".into(), n, &TIMESTAMP_DTYPE),
+        };
+        cols.push(col);
     }
     if w.has("timestamp_us") {
         cols.push(Column::new("timestamp_us".into(), b.timestamp_us));

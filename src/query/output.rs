@@ -102,8 +102,19 @@ fn text(v: &AnyValue<'_>, short: bool) -> Option<String> {
         AnyValue::UInt64(x) => x.to_string(),
         AnyValue::Float32(x) => float(*x as f64, short),
         AnyValue::Float64(x) => float(*x, short),
+        AnyValue::Datetime(us, TimeUnit::Microseconds, _)
+        | AnyValue::DatetimeOwned(us, TimeUnit::Microseconds, _) => utc_timestamp(*us),
         other => format!("{other:?}"),
     })
+}
+
+/// A `wall_time` (µs since the Unix epoch) as ISO 8601 in UTC, to the microsecond:
+/// `2026-11-28T14:05:00.123456Z`, what DuckDB, Spark and Python parse back.
+fn utc_timestamp(us: i64) -> String {
+    match chrono::DateTime::from_timestamp_micros(us) {
+        Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        None => us.to_string(),
+    }
 }
 
 fn float(x: f64, short: bool) -> String {
@@ -242,6 +253,10 @@ fn json_value(v: &AnyValue<'_>) -> serde_json::Value {
             serde_json::Number::from_f64(*x as f64).map_or(Value::Null, Value::Number)
         }
         AnyValue::Float64(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
+        AnyValue::Datetime(us, TimeUnit::Microseconds, _)
+        | AnyValue::DatetimeOwned(us, TimeUnit::Microseconds, _) => {
+            Value::String(utc_timestamp(*us))
+        }
         other => Value::String(format!("{other:?}")),
     }
 }

@@ -25,7 +25,7 @@ use rayon::prelude::*;
 use super::samples_parquet::{stored_samples_schema, stored_stack_counts_schema, ORIGIN_COLUMN};
 use super::schema::{
     is_grouped_column, samples_schema, schema_of, stack_counts_schema, stacks_schema,
-    GROUPED_TABLE, WEIGHT_COLUMN,
+    GROUPED_TABLE, TIMESTAMP_DTYPE, WEIGHT_COLUMN,
 };
 use super::{QueryError, Result, FILE_VALUE_KEY};
 
@@ -42,6 +42,10 @@ fn stored_schema(table: &str) -> Option<Schema> {
     }
 }
 
+/// Columns an export of an older schema version lacks, read as null: `samples.wall_time`
+/// (version 4).
+const ADDED_COLUMNS: [&str; 1] = ["wall_time"];
+
 /// The first bytes of every Parquet file.
 const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
 
@@ -54,6 +58,8 @@ pub struct ParquetInput {
     /// has none): `stack_counts` and the count pushdown read those instead of the
     /// samples.
     counts_complete: bool,
+    /// `samples` files written before `wall_time` was stored (schema version 3).
+    samples_without_wall_time: usize,
 }
 
 /// True when `path` is a directory or a Parquet file: an input for [`ParquetInput`]
@@ -150,6 +156,7 @@ impl ParquetInput {
             files: Default::default(),
             values: Default::default(),
             counts_complete,
+            samples_without_wall_time: 0,
         };
         for (i, table_files) in files.into_iter().enumerate() {
             let want = stored_schema(WRITTEN[i]);
@@ -160,12 +167,13 @@ impl ParquetInput {
                 .par_iter()
                 .map(|f| footer(f, WRITTEN[i], want.as_ref()))
                 .collect::<Result<Vec<_>>>()?;
-            for (f, value) in table_files.into_iter().zip(values) {
+            for (f, (value, older)) in table_files.into_iter().zip(values) {
                 // A file without rows adds nothing to its table, and with no `file`
                 // value it could not be skipped: it is left out of the scan.
                 if let Some(v) = value {
                     input.files[i].push(f);
                     input.values[i].push(Some(v));
+                    input.samples_without_wall_time += usize::from(i == 0 && older);
                 }
             }
         }
@@ -190,19 +198,34 @@ impl ParquetInput {
         if files.is_empty() {
             return Ok(DataFrame::empty_with_schema(&schema).lazy());
         }
-        Ok(scan(files, Some((&stored, &self.values[i])))?.select(
-            schema
-                .iter_names()
-                .map(|n| match n.as_str() {
-                    "time_s" => (col("timestamp_us") - col(ORIGIN_COLUMN))
-                        .map(seconds, |_, f| {
-                            Ok(Field::new(f.name().clone(), DataType::Float64))
-                        })
-                        .alias("time_s"),
-                    _ => col(n.clone()),
-                })
-                .collect::<Vec<_>>(),
-        ))
+        // `wall_time` of files written before it was stored is null: all of them, by a
+        // literal; some of them, by a scan that inserts it where it is missing (polars
+        // takes a scan's columns from its first file unless it is given them).
+        let older = if i == 0 {
+            self.samples_without_wall_time
+        } else {
+            0
+        };
+        let all_older = older == files.len();
+        let fill = (older > 0 && !all_older).then_some(&stored);
+        Ok(
+            scan_with(files, Some((&stored, &self.values[i])), fill)?.select(
+                schema
+                    .iter_names()
+                    .map(|n| match n.as_str() {
+                        "time_s" => (col("timestamp_us") - col(ORIGIN_COLUMN))
+                            .map(seconds, |_, f| {
+                                Ok(Field::new(f.name().clone(), DataType::Float64))
+                            })
+                            .alias("time_s"),
+                        "wall_time" if all_older => {
+                            lit(NULL).cast(TIMESTAMP_DTYPE).alias("wall_time")
+                        }
+                        _ => col(n.clone()),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+        )
     }
 
     /// A table of the query schema over this input.
@@ -315,6 +338,16 @@ fn seconds(us: Column) -> PolarsResult<Column> {
 /// skips the files a predicate on `file` rules out while it optimizes the plan, so
 /// `--explain` shows the scan of the files that are left.
 fn scan(files: &[PathBuf], stats: Option<(&Schema, &[Option<String>])>) -> PolarsResult<LazyFrame> {
+    scan_with(files, stats, None)
+}
+
+/// [`scan`], given the files' columns when `fill_missing` is some: a column a file
+/// lacks is then read as nulls.
+fn scan_with(
+    files: &[PathBuf],
+    stats: Option<(&Schema, &[Option<String>])>,
+    fill_missing: Option<&Schema>,
+) -> PolarsResult<LazyFrame> {
     let paths: Vec<PlRefPath> = files
         .iter()
         .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
@@ -336,13 +369,16 @@ fn scan(files: &[PathBuf], stats: Option<(&Schema, &[Option<String>])>) -> Polar
         },
         glob: false,
         cast_columns_policy: CastColumnsPolicy::ERROR_ON_MISMATCH,
-        missing_columns_policy: MissingColumnsPolicy::Raise,
+        missing_columns_policy: match fill_missing {
+            Some(_) => MissingColumnsPolicy::Insert,
+            None => MissingColumnsPolicy::Raise,
+        },
         extra_columns_policy: ExtraColumnsPolicy::Raise,
         table_statistics,
         ..Default::default()
     };
     let options = ParquetOptions {
-        schema: None,
+        schema: fill_missing.map(|s| Arc::new(s.clone())),
         parallel: Default::default(),
         low_memory: false,
         use_statistics: true,
@@ -384,8 +420,9 @@ fn file_statistics(schema: &Schema, values: &[Option<String>]) -> PolarsResult<D
 /// `want` (the table's stored schema), and the one `file` value of its rows (`None`: it
 /// has no rows). Files tach writes record that value in their footer
 /// ([`FILE_VALUE_KEY`]), read without touching the rows; a file without it (an older
-/// export) gives it from its first row.
-fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<Option<String>> {
+/// export) gives it from its first row. With it, whether the file lacks
+/// [`ADDED_COLUMNS`] (an export of an older schema version).
+fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<(Option<String>, bool)> {
     let unreadable = |e: PolarsError| not_an_input(f, &format!("not a readable Parquet file: {e}"));
     let file = std::fs::File::open(f).map_err(|source| QueryError::Io {
         path: f.to_path_buf(),
@@ -393,23 +430,26 @@ fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<Option<String>
     })?;
     let mut reader = ParquetReader::new(file);
     let metadata = reader.get_metadata().map_err(unreadable)?.clone();
+    let mut older = false;
     if let Some(want) = want {
         let arrow = reader.schema().map_err(unreadable)?;
         let have = Schema::from_arrow_schema(arrow.as_ref());
         check_columns(f, table, want, &have)?;
+        older = ADDED_COLUMNS.iter().any(|c| !have.contains(c));
     }
     if metadata.num_rows == 0 {
-        return Ok(None);
+        return Ok((None, older));
     }
     let recorded = metadata
         .key_value_metadata()
         .as_ref()
         .and_then(|kv| kv.iter().find(|e| e.key == FILE_VALUE_KEY))
         .and_then(|e| e.value.clone());
-    match recorded {
-        Some(value) => Ok(Some(value)),
-        None => first_file_value(f).map_err(|e| not_an_input(f, &e.to_string())),
-    }
+    let value = match recorded {
+        Some(value) => Some(value),
+        None => first_file_value(f).map_err(|e| not_an_input(f, &e.to_string()))?,
+    };
+    Ok((value, older))
 }
 
 /// A table's file must have the table's columns with its types (more are allowed).
@@ -417,6 +457,7 @@ fn check_columns(f: &Path, table: &str, want: &Schema, have: &Schema) -> Result<
     for (name, dtype) in want.iter() {
         match have.get(name) {
             Some(d) if d == dtype => {}
+            None if ADDED_COLUMNS.contains(&name.as_str()) => {}
             Some(d) => {
                 return Err(not_an_input(
                     f,
@@ -476,7 +517,7 @@ mod tests {
         // The footer's value wins: the rows are not read (they say otherwise here).
         write(&with, "rows.bin", Some("footer.bin"));
         write(&without, "rows.bin", None);
-        let value = |f: &Path| footer(f, "samples", None).unwrap();
+        let value = |f: &Path| footer(f, "samples", None).unwrap().0;
         assert_eq!(value(&with).as_deref(), Some("footer.bin"));
         // An older export without the key: its first row.
         assert_eq!(value(&without).as_deref(), Some("rows.bin"));

@@ -30,8 +30,8 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::batches::{
-    batch_columns, in_order, pipeline, BatchContext, BatchError, Needs, Origin, RawBatch,
-    BATCH_ROWS, NO_LEAF,
+    batch_columns, in_order, pipeline, wall_offset_us, BatchContext, BatchError, Needs, Origin,
+    RawBatch, BATCH_ROWS, NO_LEAF,
 };
 use super::columns::Wanted;
 use super::schema::{samples_schema, stack_counts_schema};
@@ -82,8 +82,9 @@ const DICTIONARY_COLUMNS: [&str; 4] = ["file", "thread_id", "funcname", "filenam
 
 /// Integer columns that differ from one sample to the next but by little: a dictionary
 /// of them would be as long as the column, while their differences (1 for `sample`,
-/// the sampling interval within a run for `timestamp_us`) pack into a few bits.
-const DELTA_COLUMNS: [&str; 2] = ["sample", "timestamp_us"];
+/// the sampling interval within a run for `timestamp_us` and `wall_time`) pack into a
+/// few bits.
+const DELTA_COLUMNS: [&str; 3] = ["sample", "timestamp_us", "wall_time"];
 
 /// The compression of every page tach writes: zstd's default level. The encodings
 /// leave runs and small integers; zstd also removes what repeats across them (a
@@ -255,6 +256,7 @@ impl GroupCounts {
             name,
             frames,
             origin_us: 0,
+            wall_offset_us: None,
         };
         let mut cols = batch_columns(b, &wanted, &ctx)?;
         cols.push(Column::new(
@@ -283,6 +285,7 @@ impl Encoder<'_> {
             name: self.name,
             frames: self.frames,
             origin_us,
+            wall_offset_us: wall_offset_us(self.file),
         };
         let mut cols = batch_columns(b, &self.rest, &ctx)?;
         let mut arrays: Vec<(Box<dyn Array>, Encoding)> = Vec::with_capacity(self.fields.len());

@@ -5,7 +5,7 @@
 //! tables), the Python package (its DataFrames are these tables) and the "Tables"
 //! section of docs/query.md, which a test regenerates and compares.
 
-use polars::prelude::{DataType, Field, Schema, IDX_DTYPE};
+use polars::prelude::{DataType, Field, Schema, TimeUnit, TimeZone, IDX_DTYPE};
 
 use crate::tach::filter::status;
 
@@ -13,8 +13,9 @@ use crate::tach::filter::status;
 /// changes when a column is added, removed, renamed or retyped, here or in the layout
 /// a Parquet export stores the tables in (`samples_parquet.rs`). Version 2: exports
 /// store `origin_us` in place of `samples.time_s` and write `stack_counts`. Version 3:
-/// the frame columns end with `native`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// the frame columns end with `native`. Version 4: `samples.wall_time`, stored as it is
+/// (a dataset of version 3 still reads: its `wall_time` is null).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The Parquet key-value metadata key under which every file of a tach Parquet export
 /// records its `file` column's one value, so that a reader of a dataset learns it from
@@ -31,7 +32,13 @@ pub enum ColumnType {
     UInt32,
     UInt64,
     Float64,
+    /// Microseconds since the Unix epoch, UTC: Parquet's TIMESTAMP(MICROS, UTC).
+    Timestamp,
 }
+
+/// The type of [`ColumnType::Timestamp`].
+pub const TIMESTAMP_DTYPE: DataType =
+    DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC));
 
 impl ColumnType {
     pub fn dtype(self) -> DataType {
@@ -43,6 +50,7 @@ impl ColumnType {
             ColumnType::UInt32 => DataType::UInt32,
             ColumnType::UInt64 => DataType::UInt64,
             ColumnType::Float64 => DataType::Float64,
+            ColumnType::Timestamp => TIMESTAMP_DTYPE,
         }
     }
 
@@ -55,6 +63,7 @@ impl ColumnType {
             ColumnType::UInt32 => "uint32",
             ColumnType::UInt64 => "uint64",
             ColumnType::Float64 => "float64",
+            ColumnType::Timestamp => "timestamp",
         }
     }
 }
@@ -164,6 +173,12 @@ fn sample_columns() -> Vec<Column> {
             "time_s",
             T::Float64,
             "seconds since the profile's first sample",
+        ),
+        col(
+            "wall_time",
+            T::Timestamp,
+            "when the sample was taken, UTC, to the microsecond (null: the file has no \
+             wall-clock origin, as CPython's)",
         ),
         col("thread_id", T::UInt64, "the thread"),
         col("interpreter_id", T::UInt32, "the interpreter"),
@@ -361,7 +376,7 @@ pub fn schema_of(name: &str) -> Option<Schema> {
 
 /// Columns of `samples` that differ from one sample to the next of the same stack,
 /// thread and status: not in the grouped table.
-const PER_SAMPLE_COLUMNS: [&str; 3] = ["sample", "timestamp_us", "time_s"];
+const PER_SAMPLE_COLUMNS: [&str; 4] = ["sample", "timestamp_us", "time_s", "wall_time"];
 
 /// A `samples` column that is the same for every sample of one stack, thread and
 /// status: a column of the grouped table.

@@ -16,7 +16,8 @@ use std::sync::{Arc, OnceLock};
 use polars::prelude::*;
 
 use super::batches::{
-    batch_columns, in_order, pipeline, BatchContext, BatchError, Needs, Origin, BATCH_ROWS,
+    batch_columns, in_order, pipeline, wall_offset_us, BatchContext, BatchError, Needs, Origin,
+    BATCH_ROWS,
 };
 pub(crate) use super::columns::Wanted;
 use super::columns::{file_column, status_columns};
@@ -295,6 +296,7 @@ pub fn for_each_samples_batch(
                 name: &src.name,
                 frames,
                 origin_us: origin_us as i64,
+                wall_offset_us: wall_offset_us(&src.file),
             };
             each(in_order(w, batch_columns(b, w, &ctx)?, rows)?)
         },

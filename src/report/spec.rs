@@ -26,6 +26,15 @@ pub struct FilterSpec {
     /// Keep samples before this many seconds after the first sample.
     #[cfg_attr(feature = "record", arg(long, value_name = "SECONDS"))]
     pub end: Option<f64>,
+    /// Keep samples taken at or after this wall-clock time: a time of day (14:05,
+    /// 14:05:30.25; today, in UTC unless an offset follows: 14:05+02:00) or ISO 8601
+    /// (2026-11-28T14:05:00Z). Needs files recorded by tach (they keep the wall-clock
+    /// time of their start).
+    #[cfg_attr(feature = "record", arg(long, value_name = "TIME"))]
+    pub since: Option<String>,
+    /// Keep samples taken before this wall-clock time (as --since).
+    #[cfg_attr(feature = "record", arg(long, value_name = "TIME"))]
+    pub until: Option<String>,
     /// Keep samples whose status has this flag: on-cpu, has-gil, gil-requested,
     /// has-exception, main-thread, unknown, or no-FLAG (repeatable).
     #[cfg_attr(feature = "record", arg(long, value_name = "FLAG"))]
@@ -37,8 +46,105 @@ impl FilterSpec {
     /// The format's filter, checked (a window that is empty or not in seconds, an
     /// unknown status flag: the same message in every front end).
     pub fn build(&self) -> Result<SampleFilter, FilterError> {
-        SampleFilter::from_options(&self.threads, self.start, self.end, &self.status)
+        self.build_at(now_us())
     }
+
+    /// [`Self::build`] with "today" the UTC day of `now_us` (µs since the Unix epoch).
+    fn build_at(&self, now_us: i64) -> Result<SampleFilter, FilterError> {
+        let mut filter =
+            SampleFilter::from_options(&self.threads, self.start, self.end, &self.status)?;
+        let parse = |what, value: &Option<String>| match value {
+            Some(text) => {
+                parse_wall_time(text, now_us)
+                    .map(Some)
+                    .ok_or_else(|| FilterError::WallTime {
+                        what,
+                        value: text.clone(),
+                    })
+            }
+            None => Ok(None),
+        };
+        filter.since_us = parse("since", &self.since)?;
+        filter.until_us = parse("until", &self.until)?;
+        if let (Some(since), Some(until)) = (filter.since_us, filter.until_us) {
+            if since >= until {
+                return Err(FilterError::EmptyWallWindow {
+                    since: self.since.clone().unwrap_or_default(),
+                    until: self.until.clone().unwrap_or_default(),
+                });
+            }
+        }
+        Ok(filter)
+    }
+}
+
+/// Now, in µs since the Unix epoch (0 if the clock is before it).
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// A `--since`/`--until` time in µs since the Unix epoch: ISO 8601 / RFC 3339 with or
+/// without an offset (none: UTC; `T` or a space between date and time), or a time of
+/// day (`HH:MM`, `HH:MM:SS`, `HH:MM:SS.frac`, then optionally `Z` or `±HH:MM`) on the
+/// day `now_us` falls on at that offset (UTC without one).
+fn parse_wall_time(text: &str, now_us: i64) -> Option<i64> {
+    use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime};
+    let text = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Some(t.timestamp_micros());
+    }
+    let (body, offset) = split_offset(text)?;
+    const DATE_TIMES: [&str; 6] = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ];
+    let local = DATE_TIMES
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(body, f).ok())
+        .or_else(|| {
+            let time = ["%H:%M:%S%.f", "%H:%M:%S", "%H:%M"]
+                .iter()
+                .find_map(|f| NaiveTime::parse_from_str(body, f).ok())?;
+            // Today at that offset.
+            let local_now = now_us.checked_add(offset as i64 * 1_000_000)?;
+            let days = local_now.div_euclid(86_400_000_000);
+            let date = NaiveDate::from_ymd_opt(1970, 1, 1)?
+                .checked_add_signed(chrono::Duration::days(days))?;
+            Some(date.and_time(time))
+        })?;
+    let zone = FixedOffset::east_opt(offset)?;
+    Some(local.and_local_timezone(zone).single()?.timestamp_micros())
+}
+
+/// Splits a trailing `Z` or `±HH:MM` (or `±HHMM`) off a time: the rest and the offset
+/// in seconds east of UTC (0 without one).
+fn split_offset(text: &str) -> Option<(&str, i32)> {
+    if let Some(body) = text.strip_suffix(['Z', 'z']) {
+        return Some((body, 0));
+    }
+    // An offset's sign comes after the time of day (a date's dashes come before it).
+    let time_at = text.find(':').map_or(text.len(), |c| c.saturating_sub(2));
+    let Some(sign_at) = text[time_at..].rfind(['+', '-']).map(|i| i + time_at) else {
+        return Some((text, 0));
+    };
+    let (body, off) = text.split_at(sign_at);
+    let sign = if off.starts_with('-') { -1 } else { 1 };
+    let digits: String = off[1..].chars().filter(|c| *c != ':').collect();
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let hours: i32 = digits[..2].parse().ok()?;
+    let minutes: i32 = digits[2..].parse().ok()?;
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    Some((body.trim_end(), sign * (hours * 3600 + minutes * 60)))
 }
 
 /// A repeatable option's values: one value, a list, or none (`threads=None` and
@@ -139,10 +245,65 @@ mod tests {
     }
 
     #[test]
+    fn wall_clock_times_parse_as_iso_8601_or_a_time_of_day() {
+        // 2026-11-28T10:00:00Z: "today" for a time of day.
+        let now = 1_795_860_000_000_000;
+        let at = |t: &str| parse_wall_time(t, now);
+        let h14 = 1_795_874_400_000_000; // 2026-11-28T14:00:00Z
+        assert_eq!(at("2026-11-28T14:00:00Z"), Some(h14));
+        assert_eq!(at("2026-11-28T15:00:00+01:00"), Some(h14));
+        assert_eq!(at("2026-11-28 14:00"), Some(h14));
+        assert_eq!(at("2026-11-28T14:00:00.25"), Some(h14 + 250_000));
+        assert_eq!(at("2026-11-28T09:00-05:00"), Some(h14));
+        assert_eq!(at("14:00"), Some(h14));
+        assert_eq!(at("14:00Z"), Some(h14));
+        assert_eq!(at("14:00:00.000001"), Some(h14 + 1));
+        assert_eq!(at("16:00+02:00"), Some(h14));
+        assert_eq!(at("0900-0500"), None);
+        // Today at the offset: at 10:00Z it is already the 29th in UTC+14.
+        assert_eq!(at("00:30+14:00"), Some(1_795_861_800_000_000));
+        for bad in [
+            "",
+            "14",
+            "25:00",
+            "14:00+2",
+            "2026-13-01T00:00Z",
+            "noon",
+            "14:00+24:00",
+        ] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+        let spec = FilterSpec {
+            since: Some("14:10".into()),
+            until: Some("14:00".into()),
+            ..FilterSpec::default()
+        };
+        let e = spec.build_at(now).unwrap_err().to_string();
+        assert!(e.contains("--until must come after --since"), "{e}");
+        let spec = FilterSpec {
+            since: Some("2pm".into()),
+            ..FilterSpec::default()
+        };
+        let e = spec.build_at(now).unwrap_err().to_string();
+        assert!(e.starts_with("--since 2pm: expected a time of day"), "{e}");
+        let spec = FilterSpec {
+            since: Some("14:00".into()),
+            until: Some("14:10".into()),
+            ..FilterSpec::default()
+        };
+        let f = spec.build_at(now).unwrap();
+        assert_eq!(
+            (f.since_us, f.until_us),
+            (Some(h14), Some(h14 + 600_000_000))
+        );
+        assert!(f.needs_origin() && !f.is_empty());
+    }
+
+    #[test]
     fn field_names_are_the_declared_fields() {
         assert_eq!(
             field_names::<FilterSpec>(),
-            ["threads", "start", "end", "status"]
+            ["threads", "start", "end", "since", "until", "status"]
         );
     }
 }

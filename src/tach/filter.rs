@@ -1,9 +1,12 @@
-//! Sample filters shared by every consumer: threads, a time window and status flags.
+//! Sample filters shared by every consumer: threads, a time window (in seconds from the
+//! first sample, or in wall-clock time) and status flags.
 //!
 //! The status filter lets a wall-clock recording be read as a CPU or GIL profile.
 
 use std::collections::HashSet;
 
+use super::error::TachError;
+use super::reader::TachFile;
 use super::records::Sample;
 
 /// Status byte bits, as CPython's profiler sets them.
@@ -86,6 +89,14 @@ pub enum FilterError {
     EmptyWindow { start: f64, end: f64 },
     #[error("unknown status flag '{0}': use one of {names} (or no-FLAG)", names = status_names())]
     UnknownStatus(String),
+    #[error(
+        "--{what} {value}: expected a time of day (14:05, 14:05:30.5, today in UTC unless \
+         an offset follows: 14:05+02:00) or an ISO 8601 date and time \
+         (2026-11-28T14:05:00Z, 2026-11-28T15:05:00+01:00; UTC without an offset)"
+    )]
+    WallTime { what: &'static str, value: String },
+    #[error("the wall-clock window --since {since} --until {until} is empty: --until must come after --since")]
+    EmptyWallWindow { since: String, until: String },
 }
 
 fn status_names() -> String {
@@ -109,6 +120,10 @@ pub struct SampleFilter {
     pub status_set: u8,
     /// Status bits that must all be clear.
     pub status_clear: u8,
+    /// Keep samples taken at or after this wall-clock time (UTC, Unix epoch µs).
+    pub since_us: Option<i64>,
+    /// Keep samples taken before this wall-clock time (UTC, Unix epoch µs).
+    pub until_us: Option<i64>,
 }
 
 impl SampleFilter {
@@ -118,11 +133,34 @@ impl SampleFilter {
             && self.end_s.is_none()
             && self.status_set == 0
             && self.status_clear == 0
+            && !self.has_wall_window()
     }
 
-    /// True when the time window needs the profile's first timestamp.
+    /// True when the filter has a time window (either kind): the consumers that apply
+    /// one decode each sample's time, and bind the window to the file's first timestamp.
     pub fn needs_origin(&self) -> bool {
-        self.start_s.is_some() || self.end_s.is_some()
+        self.start_s.is_some() || self.end_s.is_some() || self.has_wall_window()
+    }
+
+    /// True when the filter has a wall-clock window (`--since`, `--until`).
+    pub fn has_wall_window(&self) -> bool {
+        self.since_us.is_some() || self.until_us.is_some()
+    }
+
+    /// The offset from `file`'s monotonic timestamps to wall-clock time that a
+    /// wall-clock window needs; an error naming the file when it has no wall-clock
+    /// origin (CPython's files, and tach's before the origin was recorded).
+    pub fn wall_offset(&self, file: &TachFile) -> Result<Option<i64>, TachError> {
+        let offset = file.footer().wall_time_us(file.header().start_time_us, 0);
+        if self.has_wall_window() && offset.is_none() {
+            return Err(TachError::Usage(format!(
+                "{}: no wall-clock time recorded (a file written by CPython, or by a tach \
+                 older than the wall-clock origin), so --since/--until cannot select its \
+                 samples: leave it out, or use --start/--end (seconds from its first sample)",
+                file.path().display()
+            )));
+        }
+        Ok(offset)
     }
 
     /// The filter a user asks for, built the same way by every front end (the CLI's
@@ -176,13 +214,41 @@ impl SampleFilter {
         Ok(())
     }
 
-    /// Resolves the time window against the profile's first timestamp.
+    /// Resolves the time window against the profile's first timestamp (a wall-clock
+    /// window then keeps nothing: see [`Self::bind_in`]).
     pub fn bind(&self, origin_us: u64) -> BoundFilter<'_> {
+        self.bind_in(origin_us, None)
+    }
+
+    /// Resolves both time windows: the one in seconds against the profile's first
+    /// timestamp, the wall-clock one against `wall_offset_us` (what turns the file's
+    /// timestamps into wall-clock time, [`Self::wall_offset`]; without it a wall-clock
+    /// window keeps nothing). A sample must be inside both.
+    pub fn bind_in(&self, origin_us: u64, wall_offset_us: Option<i64>) -> BoundFilter<'_> {
         let to_us = |s: f64| origin_us as f64 + s * 1e6;
+        let mut start_us = self.start_s.map(to_us);
+        let mut end_us = self.end_s.map(to_us);
+        let to_mono = |wall: i64| match wall_offset_us {
+            Some(offset) => wall.wrapping_sub(offset) as f64,
+            None => f64::INFINITY,
+        };
+        if let Some(since) = self.since_us.map(to_mono) {
+            start_us = Some(start_us.map_or(since, |s| s.max(since)));
+        }
+        if let Some(until) = self.until_us {
+            // Without an origin nothing is kept: the start is already +inf.
+            let until = to_mono(until);
+            let until = if until.is_finite() {
+                until
+            } else {
+                f64::NEG_INFINITY
+            };
+            end_us = Some(end_us.map_or(until, |e| e.min(until)));
+        }
         BoundFilter {
             filter: self,
-            start_us: self.start_s.map(to_us),
-            end_us: self.end_s.map(to_us),
+            start_us,
+            end_us,
             origin_us,
         }
     }

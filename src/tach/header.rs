@@ -326,6 +326,13 @@ impl Header {
     }
 }
 
+/// Marks the footer's reserved bytes 24..28 as holding a wall-clock origin in 16..24.
+/// CPython writes these bytes as zeros and never reads them, so a file that carries an
+/// origin still verifies and replays in CPython; the marker tells an origin of 0 (the
+/// Unix epoch) from CPython's zeros, and ASCII bytes from any integer a reader could
+/// misread them as (a 64-byte file's "footer" is header bytes 32..64).
+pub const WALL_ORIGIN_MARKER: &[u8; 4] = b"WALL";
+
 /// The 32-byte footer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Footer {
@@ -333,14 +340,23 @@ pub struct Footer {
     pub frame_count: u32,
     /// What the writer recorded; CPython checks neither this nor the reserved bytes.
     pub file_size: u64,
+    /// The wall-clock time (UTC, Unix epoch microseconds) of the header's
+    /// `start_time_us`: a sample's wall-clock time is this plus its timestamp's offset
+    /// from the start. Kept in the reserved bytes 16..28 (an i64 in the file's byte
+    /// order, then [`WALL_ORIGIN_MARKER`]); `None` in files without it (CPython's, and
+    /// tach's before it was recorded).
+    pub wall_origin_us: Option<i64>,
 }
 
 impl Footer {
     pub fn parse(data: &[u8], bo: ByteOrder) -> Footer {
+        let wall_origin_us =
+            (&data[24..28] == WALL_ORIGIN_MARKER).then(|| bo.u64(array(data, 16)) as i64);
         Footer {
             string_count: bo.u32(array(data, 0)),
             frame_count: bo.u32(array(data, 4)),
             file_size: bo.u64(array(data, 8)),
+            wall_origin_us,
         }
     }
     pub fn encode(&self, bo: ByteOrder) -> [u8; FOOTER_SIZE] {
@@ -348,10 +364,23 @@ impl Footer {
         bo.put_u32(&mut out, self.string_count);
         bo.put_u32(&mut out, self.frame_count);
         bo.put_u64(&mut out, self.file_size);
+        if let Some(origin) = self.wall_origin_us {
+            bo.put_u64(&mut out, origin as u64);
+            out.extend_from_slice(WALL_ORIGIN_MARKER);
+        }
         out.resize(FOOTER_SIZE, 0);
         let mut arr = [0u8; FOOTER_SIZE];
         arr.copy_from_slice(&out);
         arr
+    }
+
+    /// The wall-clock time (UTC, Unix epoch µs) of a sample taken at monotonic
+    /// `timestamp_us` in a file that started at `start_time_us`, when the file has an
+    /// origin. Timestamps before the start (which the format allows) come out earlier.
+    pub fn wall_time_us(&self, start_time_us: u64, timestamp_us: u64) -> Option<i64> {
+        let since_start = timestamp_us.wrapping_sub(start_time_us) as i64;
+        self.wall_origin_us
+            .map(|origin| origin.wrapping_add(since_start))
     }
 }
 

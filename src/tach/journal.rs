@@ -16,7 +16,9 @@
 //! - payload: u8 kind, then
 //!   - kind 1, SETTINGS (the first record, exactly once): u8 byte order (0 little,
 //!     1 big), u8 × 3 Python version, u64 start_time_us, u64 sample_interval_us, u32
-//!     compression code, u32 config word;
+//!     compression code, u32 config word, then optionally an i64 wall-clock origin
+//!     (UTC, Unix epoch µs, of start_time_us; see `Footer::wall_origin_us`): a
+//!     journal written before origins were recorded has none;
 //!   - kind 2, SYNC: u64 timestamp_us (when it was written), u64 samples (all samples
 //!     up to this sync), u32 threads, then four blocks, each a varint byte length and
 //!     the bytes: new strings (varint count first, then as in the string table), new
@@ -52,6 +54,8 @@ pub const KIND_SETTINGS: u8 = 1;
 pub const KIND_SYNC: u8 = 2;
 /// Kind byte and the fixed fields of a SETTINGS payload.
 pub const SETTINGS_SIZE: usize = 1 + 1 + 3 + 8 + 8 + 4 + 4;
+/// A SETTINGS payload that carries a wall-clock origin after its fixed fields.
+pub const SETTINGS_WITH_ORIGIN_SIZE: usize = SETTINGS_SIZE + 8;
 /// Kind byte and the fixed fields of a SYNC payload, before its blocks.
 pub const SYNC_FIXED_SIZE: usize = 1 + 8 + 8 + 4;
 
@@ -79,6 +83,8 @@ pub struct JournalSettings {
     pub compression: Compression,
     /// The raw config word of the header.
     pub config: u32,
+    /// The footer's wall-clock origin, when the recording measured one.
+    pub wall_origin_us: Option<i64>,
 }
 
 impl JournalSettings {
@@ -94,13 +100,18 @@ impl JournalSettings {
         out.extend_from_slice(&self.sample_interval_us.to_le_bytes());
         out.extend_from_slice(&self.compression.code().to_le_bytes());
         out.extend_from_slice(&self.config.to_le_bytes());
+        if let Some(origin) = self.wall_origin_us {
+            out.extend_from_slice(&origin.to_le_bytes());
+        }
     }
 
     /// Decodes a SETTINGS payload; the error says what is wrong.
     pub fn decode(p: &[u8]) -> Result<Self, String> {
-        if p.len() != SETTINGS_SIZE || p[0] != KIND_SETTINGS {
+        let sized = p.len() == SETTINGS_SIZE || p.len() == SETTINGS_WITH_ORIGIN_SIZE;
+        if !sized || p[0] != KIND_SETTINGS {
             return Err(format!(
-                "expected a SETTINGS record (kind 1, {SETTINGS_SIZE} bytes), found kind {} of {} bytes",
+                "expected a SETTINGS record (kind 1, {SETTINGS_SIZE} or \
+                 {SETTINGS_WITH_ORIGIN_SIZE} bytes), found kind {} of {} bytes",
                 p.first().copied().unwrap_or(0),
                 p.len()
             ));
@@ -119,6 +130,8 @@ impl JournalSettings {
             sample_interval_us: u64_at(13),
             compression: Compression::from_header(u32_at(21)),
             config: u32_at(25),
+            wall_origin_us: (p.len() == SETTINGS_WITH_ORIGIN_SIZE)
+                .then(|| u64_at(SETTINGS_SIZE) as i64),
         })
     }
 }
@@ -290,12 +303,25 @@ mod tests {
             sample_interval_us: 1000,
             compression: Compression::Zstd,
             config: 0x49,
+            wall_origin_us: None,
         };
         let mut p = Vec::new();
         s.encode(&mut p);
         assert_eq!(p.len(), SETTINGS_SIZE);
         assert_eq!(JournalSettings::decode(&p), Ok(s));
         assert!(JournalSettings::decode(&p[..p.len() - 1]).is_err());
+        // A negative origin (before 1970) round-trips too: the field is signed.
+        for origin in [1_795_000_000_000_000, -5] {
+            let s = JournalSettings {
+                wall_origin_us: Some(origin),
+                ..s
+            };
+            let mut p = Vec::new();
+            s.encode(&mut p);
+            assert_eq!(p.len(), SETTINGS_WITH_ORIGIN_SIZE);
+            assert_eq!(JournalSettings::decode(&p), Ok(s));
+            assert!(JournalSettings::decode(&p[..p.len() - 1]).is_err());
+        }
 
         let sync = Sync {
             timestamp_us: 5,

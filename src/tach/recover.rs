@@ -207,6 +207,7 @@ pub fn recover(journal: &Path, output: &Path) -> Result<Recovered, RecoverError>
         string_count: strings,
         frame_count: frames,
         file_size,
+        wall_origin_us: settings.wall_origin_us,
     };
     out.write_all(&footer.encode(bo)).map_err(io(output))?;
     let header = Header {
@@ -516,6 +517,74 @@ mod tests {
             let a = std::fs::read(with.path().join("out.tach")).unwrap();
             let b = std::fs::read(without.path().join("out.tach")).unwrap();
             assert!(a == b, "the journal changed the output file");
+        }
+    }
+
+    #[test]
+    fn the_wall_clock_origin_survives_finish_recovery_and_rewrite() {
+        let origin = 1_795_870_800_123_456; // 2026-11-28T13:00:00.123456Z
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, finish: bool| {
+            let out = dir.path().join(name);
+            let mut w = Writer::builder(1000)
+                .start_time_us(1_000_000)
+                .wall_origin_us(Some(origin))
+                .journal(Some(journal_path(&out)))
+                .create(&out)
+                .unwrap();
+            let f = w.frame("a.py", "f", None, None);
+            w.write_sample(7, 0, 1_002_500, 1, &[f]).unwrap();
+            w.sync_journal(1_002_500).unwrap();
+            if finish {
+                w.finish().unwrap();
+            } else {
+                std::mem::forget(w);
+            }
+            out
+        };
+        let finished = TachFile::open(write("done.tach", true)).unwrap();
+        assert_eq!(finished.footer().wall_origin_us, Some(origin));
+        let s = finished.collect_samples().unwrap();
+        let wall = finished.footer().wall_time_us(1_000_000, s[0].timestamp_us);
+        assert_eq!(wall, Some(origin + 2500));
+
+        write("killed.tach", false);
+        let recovered = dir.path().join("recovered.tach");
+        recover(&dir.path().join("killed.tach.journal"), &recovered).unwrap();
+        let recovered = TachFile::open(&recovered).unwrap();
+        assert_eq!(recovered.footer().wall_origin_us, Some(origin));
+
+        let rewritten = dir.path().join("rewritten.tach");
+        let mut w = super::super::rewrite::builder_like(&finished)
+            .create(&rewritten)
+            .unwrap();
+        let f = w.frame("a.py", "f", None, None);
+        w.write_sample(7, 0, 1_002_500, 1, &[f]).unwrap();
+        w.finish().unwrap();
+        let rewritten = TachFile::open(&rewritten).unwrap();
+        assert_eq!(rewritten.footer().wall_origin_us, Some(origin));
+    }
+
+    #[test]
+    fn footers_without_the_marker_have_no_origin() {
+        use crate::tach::header::{ByteOrder, Footer, WALL_ORIGIN_MARKER};
+        for bo in [ByteOrder::Little, ByteOrder::Big] {
+            for origin in [None, Some(0), Some(-1), Some(1_795_870_800_000_000)] {
+                let f = Footer {
+                    string_count: 3,
+                    frame_count: 2,
+                    file_size: 99,
+                    wall_origin_us: origin,
+                };
+                let bytes = f.encode(bo);
+                assert_eq!(Footer::parse(&bytes, bo), f);
+                // CPython's footer: reserved bytes all zero.
+                if origin.is_none() {
+                    assert!(bytes[16..].iter().all(|&b| b == 0));
+                } else {
+                    assert_eq!(&bytes[24..28], WALL_ORIGIN_MARKER);
+                }
+            }
         }
     }
 

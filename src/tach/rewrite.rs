@@ -11,7 +11,7 @@ use super::error::Result;
 use super::reader::TachFile;
 use super::writer::{WriteSummary, Writer, WriterBuilder};
 
-/// A builder preset with everything a file's header and stats block say.
+/// A builder preset with everything a file's header, stats block and footer say.
 pub fn builder_like(src: &TachFile) -> WriterBuilder {
     let h = src.header();
     Writer::builder(h.sample_interval_us)
@@ -20,6 +20,7 @@ pub fn builder_like(src: &TachFile) -> WriterBuilder {
         .config(h.config)
         .python_version(h.python_version)
         .stats(src.stats().copied())
+        .wall_origin_us(src.footer().wall_origin_us)
 }
 
 /// The threads whose pending REPEAT records the original writer flushed at finish, in

@@ -59,6 +59,7 @@ impl TachFile {
     /// file's first timestamp (found by a decode of its own only when the filter has a
     /// window). Consumers that already know the origin use [`KeptRuns::new`].
     pub fn kept_runs<'a, M>(&'a self, filter: &'a SampleFilter) -> Result<KeptRuns<'a, M>> {
+        filter.wall_offset(self)?;
         let origin = if filter.needs_origin() {
             first_timestamp(self)?.unwrap_or(0)
         } else {
@@ -70,9 +71,12 @@ impl TachFile {
 
 impl<'a, M> KeptRuns<'a, M> {
     /// The walk with the filter's window bound to `origin_us` (the file's first
-    /// timestamp; any value when the filter has no window).
+    /// timestamp; any value when the filter has no window) and its wall-clock window to
+    /// the file's wall-clock origin (a file without one keeps nothing of such a window:
+    /// callers check [`SampleFilter::wall_offset`] first, for its error).
     pub fn new(file: &'a TachFile, filter: &'a SampleFilter, origin_us: u64) -> Self {
-        let bound = filter.bind(origin_us);
+        let wall_offset = file.footer().wall_time_us(file.header().start_time_us, 0);
+        let bound = filter.bind_in(origin_us, wall_offset);
         KeptRuns {
             stream: file.samples(),
             whole: bound.keeps_every_status_and_time(),

@@ -50,6 +50,7 @@ pub struct WriterBuilder {
     python_version: (u8, u8, u8),
     stats: Option<Stats>,
     journal: Option<PathBuf>,
+    wall_origin_us: Option<i64>,
 }
 
 impl WriterBuilder {
@@ -83,6 +84,12 @@ impl WriterBuilder {
     /// The Python version recorded in the header (the profiled interpreter's).
     pub fn python_version(mut self, v: (u8, u8, u8)) -> Self {
         self.python_version = v;
+        self
+    }
+    /// The wall-clock time (UTC, Unix epoch µs) of `start_time_us`, kept in the footer
+    /// (see [`Footer::wall_origin_us`]). Default none.
+    pub fn wall_origin_us(mut self, origin: Option<i64>) -> Self {
+        self.wall_origin_us = origin;
         self
     }
     /// The stats block written before the footer.
@@ -130,6 +137,7 @@ impl WriterBuilder {
                     sample_interval_us: self.sample_interval_us,
                     compression: self.compression,
                     config: self.config.raw,
+                    wall_origin_us: self.wall_origin_us,
                 };
                 let file = JournalFile::create(path.clone(), &settings)
                     .map_err(|e| TachError::io(path, e))?;
@@ -244,6 +252,7 @@ impl Writer<BufWriter<File>> {
             python_version: (0, 0, 0),
             stats: None,
             journal: None,
+            wall_origin_us: None,
         }
     }
 }
@@ -566,6 +575,7 @@ impl<W: Write + Seek> Writer<W> {
             string_count: self.strings.len() as u32,
             frame_count: self.frames.len() as u32,
             file_size,
+            wall_origin_us: self.settings.wall_origin_us,
         };
         tables.extend_from_slice(&footer.encode(bo));
         out.write_all(&tables).map_err(io_err)?;

@@ -6,11 +6,13 @@
 //! time is its count times the sampling interval, which is also `period` (with
 //! `period_type` the time type). `duration_nanos` spans the kept samples' first to last
 //! timestamp plus one interval. `time_nanos` is the wall-clock time of the first kept
-//! sample. TACH holds only monotonic clock readings, so it comes from
-//! [`StartTime`](super::StartTime): given (`--start-time`, the wall time of the
-//! recording's first sample), left unset, or by default the file's modification time
-//! minus the time from the first kept sample to the recording's last sample (the
-//! writers finish the file right after the last sample).
+//! sample. It comes from [`StartTime`](super::StartTime): given (`--start-time`, the
+//! wall time of the recording's first sample), left unset, or by default from the
+//! wall-clock origin tach's recorder stores in the footer
+//! ([`Footer::wall_origin_us`](crate::tach::Footer::wall_origin_us)); a file without
+//! one (CPython's) holds only monotonic clock readings, so its default is the file's
+//! modification time minus the time from the first kept sample to the recording's last
+//! sample (the writers finish the file right after the last sample).
 //!
 //! One `Function` per distinct (name, filename), one `Location` per distinct (function,
 //! line); TACH records no first line of a function, so `start_line` stays 0.
@@ -65,8 +67,9 @@ impl Exporter for Pprof {
             value_name: Some("WHEN"),
             repeatable: false,
             help: "wall-clock time of the recording's first sample: RFC 3339 \
-                   (2026-11-25T10:00:00Z) or Unix seconds; `file` (the default) estimates it \
-                   from the file's modification time, `none` leaves it unset",
+                   (2026-11-25T10:00:00Z) or Unix seconds; `file` (the default) takes it \
+                   from the wall-clock origin the recording stored, or estimates it from the \
+                   file's modification time, `none` leaves it unset",
             apply: |options, value| {
                 options.start_time = StartTime::parse(value)?;
                 Ok(())
@@ -132,6 +135,12 @@ fn time_nanos(input: &ExportInput<'_>, first_kept: Option<u64>, last: Option<u64
             first_sample_ns.saturating_add(offset)
         }
         StartTime::FromFileTime => {
+            let h = input.file.header();
+            let stored = first_kept
+                .and_then(|first| input.file.footer().wall_time_us(h.start_time_us, first));
+            if let Some(us) = stored {
+                return Ok(us.saturating_mul(1000));
+            }
             let modified = std::fs::metadata(input.file.path())
                 .and_then(|m| m.modified())
                 .ok()

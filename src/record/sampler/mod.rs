@@ -257,6 +257,7 @@ impl Sampler {
         let version = target.layout.version();
         let writer = Writer::builder(opts.interval_us)
             .start_time_us(start_us)
+            .wall_origin_us(Some(super::clock::wall_time_at(start_us)))
             .compression(opts.compression)
             .mode(opts.mode)
             .features(Some(opts.features()))
