@@ -466,6 +466,38 @@ impl<'a> SampleStream<'a> {
     }
 }
 
+/// Input paths with each directory replaced by the `*.tach` files directly in it, in
+/// time order (by the wall-clock time of their start where they record one, then by
+/// name: a rotating recording's segments, or files without an origin, sort by name).
+/// A directory without one is an error naming it.
+pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::with_capacity(paths.len());
+    for path in paths {
+        if !path.is_dir() {
+            out.push(path.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(path).map_err(|e| TachError::io(path, e))?;
+        let mut found = Vec::new();
+        for entry in entries {
+            let p = entry.map_err(|e| TachError::io(path, e))?.path();
+            if p.extension().is_some_and(|e| e == "tach") && p.is_file() {
+                let origin = TachFile::open(&p)?.footer().wall_origin_us;
+                found.push((origin.is_none(), origin, p));
+            }
+        }
+        if found.is_empty() {
+            return Err(TachError::Usage(format!(
+                "{}: a directory with no .tach file in it",
+                path.display()
+            )));
+        }
+        found.sort();
+        out.extend(found.into_iter().map(|(_, _, p)| p));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod checked_path {
     //! The decoder reads a record from its window in one go when the window surely holds
@@ -643,36 +675,4 @@ mod checked_path {
             "{compared} compared, {failed} failed"
         );
     }
-}
-
-/// Input paths with each directory replaced by the `*.tach` files directly in it, in
-/// time order (by the wall-clock time of their start where they record one, then by
-/// name: a rotating recording's segments, or files without an origin, sort by name).
-/// A directory without one is an error naming it.
-pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::with_capacity(paths.len());
-    for path in paths {
-        if !path.is_dir() {
-            out.push(path.clone());
-            continue;
-        }
-        let entries = std::fs::read_dir(path).map_err(|e| TachError::io(path, e))?;
-        let mut found = Vec::new();
-        for entry in entries {
-            let p = entry.map_err(|e| TachError::io(path, e))?.path();
-            if p.extension().is_some_and(|e| e == "tach") && p.is_file() {
-                let origin = TachFile::open(&p)?.footer().wall_origin_us;
-                found.push((origin.is_none(), origin, p));
-            }
-        }
-        if found.is_empty() {
-            return Err(TachError::Usage(format!(
-                "{}: a directory with no .tach file in it",
-                path.display()
-            )));
-        }
-        found.sort();
-        out.extend(found.into_iter().map(|(_, _, p)| p));
-    }
-    Ok(out)
 }

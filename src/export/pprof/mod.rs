@@ -370,3 +370,47 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
         default_sample_type: time,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Cursor, Read};
+
+    use super::*;
+    use crate::tach::{SampleFilter, TachFile, Writer};
+
+    /// A recording's stored wall-clock origin is the default `time_nanos`: the origin
+    /// plus the first kept sample's offset from the start.
+    #[test]
+    fn the_default_time_is_the_stored_origin_of_the_first_kept_sample() {
+        let origin = 1_795_874_400_000_000; // 2026-11-28T14:00:00Z
+        let mut buf = Cursor::new(Vec::new());
+        let mut w = Writer::builder(1000)
+            .start_time_us(5_000_000)
+            .wall_origin_us(Some(origin))
+            .to_writer("w.bin", &mut buf)
+            .unwrap();
+        let f = w.frame("a.py", "f", None, None);
+        for i in 0..10 {
+            w.write_sample(1, 0, 5_002_000 + i * 1000, 1, &[f]).unwrap();
+        }
+        w.finish().unwrap();
+        let file = TachFile::from_bytes("w.bin", buf.into_inner()).unwrap();
+        let time = |filter: &SampleFilter| {
+            let mut out = Vec::new();
+            let exporter = crate::export::find("pprof").unwrap();
+            crate::export::export_to(exporter, &file, filter, &Default::default(), &mut out)
+                .unwrap();
+            let mut raw = Vec::new();
+            flate2::read::GzDecoder::new(&out[..])
+                .read_to_end(&mut raw)
+                .unwrap();
+            proto::Profile::decode(&raw[..]).unwrap().time_nanos
+        };
+        assert_eq!(time(&SampleFilter::default()), (origin + 2000) * 1000);
+        let later = SampleFilter {
+            since_us: Some(origin + 5000),
+            ..SampleFilter::default()
+        };
+        assert_eq!(time(&later), (origin + 5000) * 1000);
+    }
+}
