@@ -17,6 +17,7 @@ use crate::names;
 use crate::tach::{Compression, ProfilingMode};
 
 use super::sampler::RecordOptions;
+use super::segments::{self, Limit, SegmentPolicy};
 pub use crate::record::interpreter::asyncio::AsyncMode;
 
 /// What a recording keeps (the modes of CPython's sampler a recording can be made in).
@@ -85,6 +86,15 @@ pub enum SpecError {
     AsyncAndNative,
     #[error("--native stops each thread while it reads it: it cannot be --no-blocking")]
     NativeNotBlocking,
+    #[error("{0} needs --rotate (rotation writes a directory of segments)")]
+    NeedsRotate(&'static str),
+    #[error(
+        "--keep {keep} is less than one segment (--rotate {rotate}): keep at least one whole \
+         segment"
+    )]
+    KeepBelowSegment { keep: String, rotate: String },
+    #[error("--rotate writes a directory of segments, not one file: give -o DIR, not -o {0}")]
+    RotateIntoFile(String),
 }
 
 /// How to record: the options of `tach record`, `tach top`'s live view, `python -m tach
@@ -147,6 +157,27 @@ pub struct RecordSpec {
     /// Stop sampling after this many seconds.
     #[arg(short, long, value_name = "SECONDS")]
     pub duration: Option<f64>,
+    /// Rotate: write a directory of complete TACH files (-o DIR, default tach_<pid>),
+    /// a new segment every DURATION (60s, 5m, 1h) or SIZE (100MB, 1GiB); both may be
+    /// given, whichever comes first. Each segment verifies and replays on its own.
+    #[arg(long, value_name = "DURATION|SIZE", value_parser = parse_limit("--rotate"))]
+    #[serde(deserialize_with = "segments::deserialize_limits")]
+    pub rotate: Vec<Limit>,
+    /// With --rotate: delete the oldest finished segments once they are older than
+    /// DURATION (24h) or take more than SIZE (10GB) in all; both may be given.
+    #[arg(long, value_name = "DURATION|SIZE", value_parser = parse_limit("--keep"))]
+    #[serde(deserialize_with = "segments::deserialize_limits")]
+    pub keep: Vec<Limit>,
+    /// With --rotate: run CMD with each finished segment's path as its last argument
+    /// (by sh; also in the environment as TACH_SEGMENT), without holding up the
+    /// sampling; its failures are reported, never fatal.
+    #[arg(long, value_name = "CMD")]
+    pub on_segment: Option<String>,
+}
+
+/// clap's parser of a `--rotate` or `--keep` value, its errors naming the option.
+fn parse_limit(option: &'static str) -> impl Fn(&str) -> Result<Limit, String> + Clone {
+    move |text| text.parse().map_err(|e| format!("{option}: {e}"))
 }
 
 impl RecordSpec {
@@ -168,11 +199,18 @@ impl RecordSpec {
     /// The recorder's options, validated, for a target whose pid is `pid` (the default
     /// file name is `tach_<pid>.tach`, as `python -m tach run` names it).
     pub fn record_options(&self, pid: i32) -> Result<RecordOptions, SpecError> {
+        let segments = self.segment_policy()?;
+        // Rotating, the output is a directory: `tach_<pid>` rather than a file's name.
+        let default = match segments {
+            Some(_) => format!("tach_{pid}"),
+            None => format!("tach_{pid}.tach"),
+        };
         let path = self
             .output
             .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("tach_{pid}.tach")));
+            .unwrap_or_else(|| PathBuf::from(default));
         let mut opts = RecordOptions::new(path);
+        opts.segments = segments;
         if let Some(interval) = self.interval_us {
             if interval == 0 {
                 return Err(SpecError::BadInterval);
@@ -220,6 +258,48 @@ impl RecordSpec {
             opts.async_mode = Some(self.async_mode.unwrap_or(AsyncMode::Running));
         }
         Ok(opts)
+    }
+
+    /// `--rotate`, `--keep` and `--on-segment` checked together.
+    fn segment_policy(&self) -> Result<Option<SegmentPolicy>, SpecError> {
+        if self.rotate.is_empty() {
+            if !self.keep.is_empty() {
+                return Err(SpecError::NeedsRotate("--keep"));
+            }
+            if self.on_segment.is_some() {
+                return Err(SpecError::NeedsRotate("--on-segment"));
+            }
+            return Ok(None);
+        }
+        if let Some(out) = &self.output {
+            if out.extension().is_some_and(|e| e == "tach") && !out.is_dir() {
+                return Err(SpecError::RotateIntoFile(out.display().to_string()));
+            }
+        }
+        let (max_age, max_bytes) = segments::smallest(&self.rotate);
+        let (keep_age, keep_bytes) = segments::smallest(&self.keep);
+        let below = |keep: String, rotate: String| SpecError::KeepBelowSegment { keep, rotate };
+        if let (Some(k), Some(r)) = (keep_age, max_age) {
+            if k < r {
+                return Err(below(Limit::Age(k).to_string(), Limit::Age(r).to_string()));
+            }
+        }
+        if let (Some(k), Some(r)) = (keep_bytes, max_bytes) {
+            if k < r {
+                return Err(below(
+                    Limit::Bytes(k).to_string(),
+                    Limit::Bytes(r).to_string(),
+                ));
+            }
+        }
+        Ok(Some(SegmentPolicy {
+            max_age,
+            max_bytes,
+            keep_age,
+            keep_bytes,
+            on_segment: self.on_segment.clone(),
+            pid_suffix: None,
+        }))
     }
 }
 
