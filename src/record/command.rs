@@ -142,8 +142,9 @@ impl RecordCommand {
                 source,
             })?;
         let pid = child.id() as i32;
+        // A default directory that cannot be made fails in the recording (below): the
+        // program then runs on unrecorded.
         let opts = self.spec.record_options(pid)?;
-        prepare_output(&opts)?;
         let path = opts.path.clone();
         let (interval, mode) = (opts.interval_us, opts.mode);
         // A rotated recording that could not start leaves its directory empty.

@@ -334,4 +334,58 @@ mod tests {
         assert_eq!(opts.mode, ProfilingMode::Gil);
         assert_eq!(opts.compression, Compression::None);
     }
+
+    #[test]
+    fn rotation_options_are_checked_together() {
+        let limit = |s: &str| s.parse::<Limit>().unwrap();
+        let spec = |rotate: &[&str], keep: &[&str]| RecordSpec {
+            rotate: rotate.iter().map(|s| limit(s)).collect(),
+            keep: keep.iter().map(|s| limit(s)).collect(),
+            ..RecordSpec::default()
+        };
+        let opts = spec(&["60s", "100MB", "2m"], &["24h", "10GB"])
+            .record_options(7)
+            .unwrap();
+        assert_eq!(opts.path, PathBuf::from("tach_7"));
+        let policy = opts.segments.unwrap();
+        assert_eq!(policy.max_age, Some(Duration::from_secs(60)));
+        assert_eq!(policy.max_bytes, Some(100_000_000));
+        assert_eq!(policy.keep_age, Some(Duration::from_secs(86400)));
+        assert_eq!(policy.keep_bytes, Some(10_000_000_000));
+        let refused = |s: RecordSpec| s.validate().unwrap_err().to_string();
+        assert_eq!(
+            refused(spec(&["60s"], &["1s"])),
+            "--keep 1s is less than one segment (--rotate 60s): keep at least one whole segment"
+        );
+        assert!(refused(spec(&["100MB"], &["1MB"])).starts_with("--keep 1MB is less"));
+        assert_eq!(
+            refused(spec(&[], &["1h"])),
+            "--keep needs --rotate (rotation writes a directory of segments)"
+        );
+        let mut hook = spec(&[], &[]);
+        hook.on_segment = Some("true".into());
+        assert!(refused(hook).starts_with("--on-segment needs --rotate"));
+        let mut file = spec(&["60s"], &[]);
+        file.output = Some("x.tach".into());
+        assert_eq!(
+            refused(file),
+            "--rotate writes a directory of segments, not one file: give -o DIR, not -o x.tach"
+        );
+        // tach.start()'s keywords: one limit as text, or a list of them.
+        let given: RecordSpec =
+            serde_json::from_str(r#"{"rotate": "60s", "keep": ["24h", "10GB"]}"#).unwrap();
+        assert_eq!(given.rotate, [limit("60s")]);
+        assert_eq!(given.keep, [limit("24h"), limit("10GB")]);
+        let bad = serde_json::from_str::<RecordSpec>(r#"{"rotate": 60}"#).unwrap_err();
+        assert!(
+            bad.to_string().contains("a duration or a size as text"),
+            "{bad}"
+        );
+        // A size keep beside an age rotation cannot be compared: allowed.
+        assert!(spec(&["60s"], &["1KB"]).validate().is_ok());
+        assert_eq!(
+            parse_limit("--rotate")("0").unwrap_err(),
+            "--rotate: \"0\" must be more than zero"
+        );
+    }
 }

@@ -92,9 +92,42 @@ impl std::str::FromStr for Limit {
 
 impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Limit::Age(d) => write!(f, "{}s", d.as_secs_f64()),
-            Limit::Bytes(b) => write!(f, "{b}B"),
+        // In the largest unit that divides it: 24h, 100MB, 1GiB.
+        match *self {
+            Limit::Age(d) => {
+                let ms = d.as_millis();
+                let unit = [
+                    (86_400_000, "d"),
+                    (3_600_000, "h"),
+                    (60_000, "m"),
+                    (1000, "s"),
+                    (1, "ms"),
+                ]
+                .into_iter()
+                .find(|&(u, _)| ms % u == 0);
+                match unit {
+                    Some((u, name)) => write!(f, "{}{name}", ms / u),
+                    None => write!(f, "{}s", d.as_secs_f64()),
+                }
+            }
+            Limit::Bytes(b) => {
+                let unit = [
+                    (1u64 << 40, "TiB"),
+                    (1_000_000_000_000, "TB"),
+                    (1 << 30, "GiB"),
+                    (1_000_000_000, "GB"),
+                    (1 << 20, "MiB"),
+                    (1_000_000, "MB"),
+                    (1 << 10, "KiB"),
+                    (1000, "KB"),
+                ]
+                .into_iter()
+                .find(|&(u, _)| b % u == 0);
+                match unit {
+                    Some((u, name)) => write!(f, "{}{name}", b / u),
+                    None => write!(f, "{b}B"),
+                }
+            }
         }
     }
 }
@@ -397,6 +430,9 @@ mod tests {
             "\"ten\" is not a duration or a size: write a number and a unit (60s, 5m, 24h, \
              7d; 100MB, 10GB)"
         );
+        for text in ["24h", "90s", "1500ms", "100MB", "1GiB", "10GB", "1234B"] {
+            assert_eq!(p(text).unwrap().to_string(), text);
+        }
         assert_eq!(
             smallest(&[
                 Limit::Age(Duration::from_secs(9)),

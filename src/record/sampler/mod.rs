@@ -252,6 +252,10 @@ struct Rotation {
     /// Its file reached `--rotate SIZE` (looked at with each journal sync).
     full: bool,
     finisher: Finisher,
+    /// Switches made, and the longest (microseconds on the sampling thread), for
+    /// `TACH_RECORD_DEBUG`.
+    switches: u64,
+    longest_switch_us: u64,
 }
 
 /// Creates the TACH file of a recording, or of one of its segments, starting at
@@ -343,6 +347,8 @@ impl Sampler {
                     samples_before: 0,
                     full: false,
                     finisher: Finisher::start(policy.clone())?,
+                    switches: 0,
+                    longest_switch_us: 0,
                 };
                 (writer, Some(rotation))
             }
@@ -493,6 +499,7 @@ impl Sampler {
     /// what the recorder keeps does not grow with the recording. On an error (a full
     /// disk), the current segment stays the one written.
     fn switch_segment(&mut self, now_us: u64) -> Result<(), String> {
+        let began = monotonic_us();
         let version = self.target.layout.version();
         let Some(r) = self.rotation.as_mut() else {
             return Ok(());
@@ -522,6 +529,10 @@ impl Sampler {
         r.error_ticks_before = self.stats.error_ticks;
         r.full = false;
         self.forget_frames();
+        if let Some(r) = self.rotation.as_mut() {
+            r.switches += 1;
+            r.longest_switch_us = r.longest_switch_us.max(monotonic_us() - began);
+        }
         Ok(())
     }
 
@@ -542,6 +553,12 @@ impl Sampler {
     /// The end of a rotated recording: the last segment goes to the finisher, which
     /// is waited for (with the hooks it started); the totals are the recording's.
     fn finish_segments(mut self, r: Rotation, end_us: u64) -> RecordStats {
+        if self.diagnostics.debug() {
+            eprintln!(
+                "tach: {} segment switches, the longest {} us",
+                r.switches, r.longest_switch_us
+            );
+        }
         let ticks = self.stats.ticks - r.ticks_before;
         let error_ticks = self.stats.error_ticks - r.error_ticks_before;
         let duration = end_us.saturating_sub(r.start_us) as f64 / 1e6;
