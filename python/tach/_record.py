@@ -42,9 +42,11 @@ def start(path=None, *, quiet=False, **options):
     three spellings of its own: ``interval_us`` (microseconds between samples, instead
     of a rate), ``gc=False`` (``--no-gc``) and ``blocking`` (True: ``--blocking``,
     False: ``--no-blocking``, None: blocking at rates up to 1 kHz, where it costs the
-    program about 2%, and not above). The same checks and messages as the flags: an
-    unknown keyword raises TypeError, a bad value ValueError. quiet: do not print the
-    summary line at stop.
+    program about 2%, and not above). ``rotate="60s"`` (or ``"100MB"``, or a list of
+    both) writes ``path`` as a directory of segments, with ``keep=`` and ``on_segment=``
+    as ``--keep`` and ``--on-segment`` (docs/recording.md, "Recording a service for
+    days"). The same checks and messages as the flags: an unknown keyword raises
+    TypeError, a bad value ValueError. quiet: do not print the summary line at stop.
     """
     # Validated natively, by the code that checks `tach record`'s flags: one set of
     # rules and messages (ValueError) for every front end.

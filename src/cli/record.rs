@@ -16,6 +16,8 @@ use crate::record::RecordCommand;
   tach record --subprocesses -o job.tach -- python job.py   # also job_<pid>.tach per child
   tach record --native -o app.tach -- python app.py        # C/C++/Rust frames too (x86-64)
   tach record --async-aware --pid 4242 -o srv.tach          # asyncio tasks (3.14, 3.15)
+  tach record --pid 4242 --rotate 60s --keep 24h -o srv/    # a file per minute, a day kept
+  tach record --pid 4242 --rotate 60s --on-segment 'gzip -k' -o srv/   # a hook per segment
   python -m tach run -o app.tach app.py            # in-process, without the tach binary")]
 pub(super) struct RecordArgs {
     #[command(flatten)]
@@ -30,7 +32,8 @@ pub(super) struct RecordArgs {
     in_process: bool,
     /// Also record the program's child Python processes (multiprocessing, subprocess,
     /// fork), each into a file of its own named by its pid: -o app.tach gives
-    /// app_<pid>.tach, as CPython 3.15's --subprocesses names them.
+    /// app_<pid>.tach, as CPython 3.15's --subprocesses names them (with --rotate, each
+    /// child's segments are beside the root's, with _<pid> before .tach).
     #[arg(long, conflicts_with = "in_process")]
     subprocesses: bool,
     /// The program: an interpreter, then a script (or -m module) and its arguments.

@@ -226,6 +226,8 @@ fn watch(
         });
     if let Some(path) = &scratch {
         opts.path = path.clone();
+        // Nothing is kept of a scratch file: no segments either (`--rotate` needs -o).
+        opts.segments = None;
     }
     let profile = Arc::new(LiveProfile::new(opts.interval_us));
     opts.sink = Some(profile.clone());

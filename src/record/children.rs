@@ -9,6 +9,8 @@
 //! what `tach record --pid` takes) gets a [`Session`] of its own in this process, with the
 //! root's options; anything else is left alone. Each child's recording ends with its
 //! process (or with the root's recording: Ctrl-C, SIGTERM) and prints its summary line.
+//! With `--rotate`, a child's segments are written beside the root's, named as the
+//! root's with `_<pid>` before `.tach` (see `segments`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -249,7 +251,11 @@ impl Children {
             };
         }
         let mut opts = self.opts.clone();
-        opts.path = child_path(&self.root_output, pid);
+        match opts.segments.as_mut() {
+            // `--rotate`: its segments beside the root's, `_<pid>` before `.tach`.
+            Some(policy) => policy.pid_suffix = Some(pid),
+            None => opts.path = child_path(&self.root_output, pid),
+        }
         match outside::start_session(&mut Recorded::Pid(pid), opts, Duration::ZERO) {
             Ok(session) => Some(Child::Recording(session)),
             Err(outside::ExternalError::Attach(e)) => self.not_recorded(pid, now_exe, e),

@@ -16,6 +16,8 @@ use std::time::Duration;
 use super::options::{RecordSpec, SpecError};
 use super::outside::{write_empty, ExternalError, Recorded};
 use super::recording::record;
+use super::sampler::RecordOptions;
+use super::segments;
 
 /// How long a started program has to load its interpreter before tach gives up.
 pub(crate) const STARTUP: Duration = Duration::from_secs(10);
@@ -39,6 +41,9 @@ pub enum RecordCommandError {
     },
     #[error(transparent)]
     External(#[from] ExternalError),
+    /// `--rotate` into a directory that cannot be one (a file, not writable).
+    #[error("{0}")]
+    SegmentDir(String),
 }
 
 impl RecordCommandError {
@@ -88,12 +93,15 @@ impl RecordCommand {
                 return Err(RecordCommandError::PidAndCommand);
             }
             let opts = self.spec.record_options(pid)?;
+            prepare_output(&opts)?;
             let (path, interval, mode) = (opts.path.clone(), opts.interval_us, opts.mode);
+            let rotating = opts.segments.is_some();
             let stats = match record(Recorded::Pid(pid), opts, Duration::ZERO, self.subprocesses) {
                 Ok(stats) => stats,
                 Err(e) => {
-                    // Whoever waits for the file finds one, empty, beside the error.
-                    if matches!(e, ExternalError::Attach(_)) {
+                    // Whoever waits for the file finds one, empty, beside the error (a
+                    // rotated recording's directory stays empty).
+                    if matches!(e, ExternalError::Attach(_)) && !rotating {
                         let _ = write_empty(&path, interval, mode);
                     }
                     return Err(e.into());
@@ -121,6 +129,9 @@ impl RecordCommand {
     fn record_child(&self) -> Result<u8, RecordCommandError> {
         // Validate before starting anything.
         self.spec.validate()?;
+        if self.spec.output.is_some() {
+            prepare_output(&self.spec.record_options(0)?)?;
+        }
         let mut child = Command::new(&self.argv[0])
             .args(&self.argv[1..])
             .spawn()
@@ -129,9 +140,17 @@ impl RecordCommand {
                 source,
             })?;
         let pid = child.id() as i32;
+        // A default directory that cannot be made fails in the recording (below): the
+        // program then runs on unrecorded.
         let opts = self.spec.record_options(pid)?;
         let path = opts.path.clone();
         let (interval, mode) = (opts.interval_us, opts.mode);
+        // A rotated recording that could not start leaves its directory empty.
+        let rotating = opts.segments.is_some();
+        let write_empty = |path: &std::path::Path, interval, mode| match rotating {
+            true => Ok(()),
+            false => write_empty(path, interval, mode),
+        };
         let recorded = match record(
             Recorded::Child(&mut child),
             opts,
@@ -202,6 +221,16 @@ pub fn exit_status(program: u8, recorded: bool) -> u8 {
     match (program, recorded) {
         (0, false) => RECORDING_FAILED,
         (code, _) => code,
+    }
+}
+
+/// `--rotate`: the output directory made ready (created, checked writable) before
+/// anything is recorded, so that a bad `-o` is a usage error at start.
+fn prepare_output(opts: &RecordOptions) -> Result<(), RecordCommandError> {
+    match opts.segments {
+        Some(_) => segments::prepare_dir(&opts.path)
+            .map_err(|e| RecordCommandError::SegmentDir(e.to_string())),
+        None => Ok(()),
     }
 }
 

@@ -29,6 +29,7 @@
 //!   front end parses, and its validation), `command` (`tach record`), `outside`
 //!   (starting a session on another process), `recording` (the loop of a recording
 //!   from outside), `children` (`--subprocesses`), `signals` (Ctrl-C and SIGTERM),
+//!   `segments` (`--rotate`: naming, retention, the hook, the finishing thread),
 //!   `summary` (the line printed at the end), `dump` (`tach dump`) and `clock` (the
 //!   monotonic and thread CPU clocks, shared with the Python writer).
 //!
@@ -51,6 +52,7 @@ mod outside;
 mod process;
 mod recording;
 mod sampler;
+pub mod segments;
 mod signals;
 mod summary;
 

@@ -17,6 +17,7 @@ use crate::names;
 use crate::tach::{Compression, ProfilingMode};
 
 use super::sampler::RecordOptions;
+use super::segments::{self, Limit, SegmentPolicy};
 pub use crate::record::interpreter::asyncio::AsyncMode;
 
 /// What a recording keeps (the modes of CPython's sampler a recording can be made in).
@@ -83,6 +84,15 @@ pub enum SpecError {
     AsyncNotWall(String),
     #[error("--native stops each thread while it reads it: it cannot be --no-blocking")]
     NativeNotBlocking,
+    #[error("{0} needs --rotate (rotation writes a directory of segments)")]
+    NeedsRotate(&'static str),
+    #[error(
+        "--keep {keep} is less than one segment (--rotate {rotate}): keep at least one whole \
+         segment"
+    )]
+    KeepBelowSegment { keep: String, rotate: String },
+    #[error("--rotate writes a directory of segments, not one file: give -o DIR, not -o {0}")]
+    RotateIntoFile(String),
 }
 
 /// How to record: the options of `tach record`, `tach top`'s live view, `python -m tach
@@ -146,6 +156,27 @@ pub struct RecordSpec {
     /// Stop sampling after this many seconds.
     #[arg(short, long, value_name = "SECONDS")]
     pub duration: Option<f64>,
+    /// Rotate: write a directory of complete TACH files (-o DIR, default tach_<pid>),
+    /// a new segment every DURATION (60s, 5m, 1h) or SIZE (100MB, 1GiB); both may be
+    /// given, whichever comes first. Each segment verifies and replays on its own.
+    #[arg(long, value_name = "DURATION|SIZE", value_parser = parse_limit("--rotate"))]
+    #[serde(deserialize_with = "segments::deserialize_limits")]
+    pub rotate: Vec<Limit>,
+    /// With --rotate: delete the oldest finished segments once they are older than
+    /// DURATION (24h) or take more than SIZE (10GB) in all; both may be given.
+    #[arg(long, value_name = "DURATION|SIZE", value_parser = parse_limit("--keep"))]
+    #[serde(deserialize_with = "segments::deserialize_limits")]
+    pub keep: Vec<Limit>,
+    /// With --rotate: run CMD with each finished segment's path as its last argument
+    /// (by sh; also in the environment as TACH_SEGMENT), without holding up the
+    /// sampling; its failures are reported, never fatal.
+    #[arg(long, value_name = "CMD")]
+    pub on_segment: Option<String>,
+}
+
+/// clap's parser of a `--rotate` or `--keep` value, its errors naming the option.
+fn parse_limit(option: &'static str) -> impl Fn(&str) -> Result<Limit, String> + Clone {
+    move |text| text.parse().map_err(|e| format!("{option}: {e}"))
 }
 
 impl RecordSpec {
@@ -167,11 +198,18 @@ impl RecordSpec {
     /// The recorder's options, validated, for a target whose pid is `pid` (the default
     /// file name is `tach_<pid>.tach`, as `python -m tach run` names it).
     pub fn record_options(&self, pid: i32) -> Result<RecordOptions, SpecError> {
+        let segments = self.segment_policy()?;
+        // Rotating, the output is a directory: `tach_<pid>` rather than a file's name.
+        let default = match segments {
+            Some(_) => format!("tach_{pid}"),
+            None => format!("tach_{pid}.tach"),
+        };
         let path = self
             .output
             .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("tach_{pid}.tach")));
+            .unwrap_or_else(|| PathBuf::from(default));
         let mut opts = RecordOptions::new(path);
+        opts.segments = segments;
         if let Some(interval) = self.interval_us {
             if interval == 0 {
                 return Err(SpecError::BadInterval);
@@ -217,6 +255,48 @@ impl RecordSpec {
         }
         Ok(opts)
     }
+
+    /// `--rotate`, `--keep` and `--on-segment` checked together.
+    fn segment_policy(&self) -> Result<Option<SegmentPolicy>, SpecError> {
+        if self.rotate.is_empty() {
+            if !self.keep.is_empty() {
+                return Err(SpecError::NeedsRotate("--keep"));
+            }
+            if self.on_segment.is_some() {
+                return Err(SpecError::NeedsRotate("--on-segment"));
+            }
+            return Ok(None);
+        }
+        if let Some(out) = &self.output {
+            if out.extension().is_some_and(|e| e == "tach") && !out.is_dir() {
+                return Err(SpecError::RotateIntoFile(out.display().to_string()));
+            }
+        }
+        let (max_age, max_bytes) = segments::smallest(&self.rotate);
+        let (keep_age, keep_bytes) = segments::smallest(&self.keep);
+        let below = |keep: String, rotate: String| SpecError::KeepBelowSegment { keep, rotate };
+        if let (Some(k), Some(r)) = (keep_age, max_age) {
+            if k < r {
+                return Err(below(Limit::Age(k).to_string(), Limit::Age(r).to_string()));
+            }
+        }
+        if let (Some(k), Some(r)) = (keep_bytes, max_bytes) {
+            if k < r {
+                return Err(below(
+                    Limit::Bytes(k).to_string(),
+                    Limit::Bytes(r).to_string(),
+                ));
+            }
+        }
+        Ok(Some(SegmentPolicy {
+            max_age,
+            max_bytes,
+            keep_age,
+            keep_bytes,
+            on_segment: self.on_segment.clone(),
+            pid_suffix: None,
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -249,5 +329,59 @@ mod tests {
         assert_eq!((opts.interval_us, opts.blocking), (100, false));
         assert_eq!(opts.mode, ProfilingMode::Gil);
         assert_eq!(opts.compression, Compression::None);
+    }
+
+    #[test]
+    fn rotation_options_are_checked_together() {
+        let limit = |s: &str| s.parse::<Limit>().unwrap();
+        let spec = |rotate: &[&str], keep: &[&str]| RecordSpec {
+            rotate: rotate.iter().map(|s| limit(s)).collect(),
+            keep: keep.iter().map(|s| limit(s)).collect(),
+            ..RecordSpec::default()
+        };
+        let opts = spec(&["60s", "100MB", "2m"], &["24h", "10GB"])
+            .record_options(7)
+            .unwrap();
+        assert_eq!(opts.path, PathBuf::from("tach_7"));
+        let policy = opts.segments.unwrap();
+        assert_eq!(policy.max_age, Some(Duration::from_secs(60)));
+        assert_eq!(policy.max_bytes, Some(100_000_000));
+        assert_eq!(policy.keep_age, Some(Duration::from_secs(86400)));
+        assert_eq!(policy.keep_bytes, Some(10_000_000_000));
+        let refused = |s: RecordSpec| s.validate().unwrap_err().to_string();
+        assert_eq!(
+            refused(spec(&["60s"], &["1s"])),
+            "--keep 1s is less than one segment (--rotate 60s): keep at least one whole segment"
+        );
+        assert!(refused(spec(&["100MB"], &["1MB"])).starts_with("--keep 1MB is less"));
+        assert_eq!(
+            refused(spec(&[], &["1h"])),
+            "--keep needs --rotate (rotation writes a directory of segments)"
+        );
+        let mut hook = spec(&[], &[]);
+        hook.on_segment = Some("true".into());
+        assert!(refused(hook).starts_with("--on-segment needs --rotate"));
+        let mut file = spec(&["60s"], &[]);
+        file.output = Some("x.tach".into());
+        assert_eq!(
+            refused(file),
+            "--rotate writes a directory of segments, not one file: give -o DIR, not -o x.tach"
+        );
+        // tach.start()'s keywords: one limit as text, or a list of them.
+        let given: RecordSpec =
+            serde_json::from_str(r#"{"rotate": "60s", "keep": ["24h", "10GB"]}"#).unwrap();
+        assert_eq!(given.rotate, [limit("60s")]);
+        assert_eq!(given.keep, [limit("24h"), limit("10GB")]);
+        let bad = serde_json::from_str::<RecordSpec>(r#"{"rotate": 60}"#).unwrap_err();
+        assert!(
+            bad.to_string().contains("a duration or a size as text"),
+            "{bad}"
+        );
+        // A size keep beside an age rotation cannot be compared: allowed.
+        assert!(spec(&["60s"], &["1KB"]).validate().is_ok());
+        assert_eq!(
+            parse_limit("--rotate")("0").unwrap_err(),
+            "--rotate: \"0\" must be more than zero"
+        );
     }
 }

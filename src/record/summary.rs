@@ -41,9 +41,15 @@ impl RecordStats {
         } else {
             0.0
         };
+        // `--rotate`: the size is the finished segments' (some may have been deleted).
+        let segments = match self.segments {
+            0 => String::new(),
+            1 => " in 1 segment".to_string(),
+            n => format!(" in {} segments", thousands(n)),
+        };
         format!(
             "tach: {} samples in {:.2} s ({:.1} Hz achieved), {} dropped ({:.2}% ticks with \
-             errors, {:.2}% missed), sampler {:.1}% of a CPU, {} written to {}",
+             errors, {:.2}% missed), sampler {:.1}% of a CPU, {}{segments} written to {}",
             thousands(self.samples),
             self.duration_sec,
             self.sample_rate,

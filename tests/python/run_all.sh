@@ -33,6 +33,9 @@ section "Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
 section "The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 in the chroot"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_attach.py) || status=1
+section "Rotating segments from outside (--rotate, --keep, --on-segment, recover), and a 60 s soak of an aiohttp server"
+(cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
+    .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_rotate.py) || status=1
 section "Native stacks (--native) from outside and in-process against py-spy --native: pyenv 3.9-3.13, the chroot's 3.13-3.15"
 (cd "$here/../.." && TACH_BIN="${TACH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/tach}" \
     .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_native.py) || status=1

@@ -415,6 +415,13 @@ impl NativeUnwinder {
         module_at(&self.modules, addr).is_some_and(|m| m.interpreter)
     }
 
+    /// Forgets the writer frame indices of the addresses named so far (a new segment's
+    /// writer has tables of its own).
+    pub fn forget_frames(&mut self) {
+        self.kinds.clear();
+        self.pool.clear();
+    }
+
     /// What the frame at lookup address `addr` becomes, appended to `out`: the
     /// functions inlined there (innermost first) and the one it is in, as DWARF names
     /// them, or the symbol there; `intern(file, function, line)` makes the writer's

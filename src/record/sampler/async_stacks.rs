@@ -72,6 +72,13 @@ const MAX_TSTATE_IMAGE: u64 = 64 * 1024;
 const MAX_READ_AHEAD_TASKS: usize = 1024;
 
 impl AsyncTasks {
+    /// A new segment's writer: the `<task>` frames and the event loop's are looked up
+    /// in its tables anew.
+    pub(super) fn forget_frames(&mut self) {
+        self.task_frame_ids.clear();
+        self.loop_frames.clear();
+    }
+
     /// The task reader for `--async-aware` (`mode`): CPython 3.14 and 3.15 (from
     /// outside or in-process: the reader reads the target's memory either way), 3.11-3.13
     /// (`running` only, from the stack), the others refused by name.

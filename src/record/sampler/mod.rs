@@ -33,10 +33,10 @@ mod window;
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::tach::{
     CaptureFeatures, Compression, FrameEntry, ProfilingMode, Stats, TachError, Writer,
@@ -46,6 +46,7 @@ use super::clock::{monotonic_us, thread_cpu_sec};
 use crate::record::discovery::Target;
 use crate::record::interpreter::asyncio::AsyncMode;
 use crate::record::interpreter::resolve::CodeCache;
+use crate::record::segments::{self, FinishedSegment, Finisher, SegmentPolicy};
 
 /// Status byte bits, with CPython's meanings.
 pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
@@ -102,6 +103,8 @@ pub struct RecordOptions {
     /// sampled thread is stopped while it is read: by ptrace from outside, by the pause
     /// signal in-process).
     pub native: bool,
+    /// `--rotate`: `path` is a directory, written as a series of segments.
+    pub segments: Option<SegmentPolicy>,
 }
 
 /// Sees every sample the sampler writes, when it writes it: the live view of `tach top
@@ -138,6 +141,7 @@ impl RecordOptions {
             sink: None,
             async_mode: None,
             native: false,
+            segments: None,
         }
     }
 
@@ -186,6 +190,8 @@ pub struct RecordStats {
     /// and did not take effect within the wait (those ticks read running threads).
     pub paused_ticks: u64,
     pub pause_timeouts: u64,
+    /// `--rotate`: segments finished (0 without rotation).
+    pub segments: u64,
     /// `--native`: the walks, and what went wrong in them.
     #[serde(skip)]
     pub native: Option<crate::record::native::NativeStats>,
@@ -227,6 +233,77 @@ pub struct Sampler {
     tasks: AsyncTasks,
     /// `--native`: the unwinder, and what splicing reuses from one thread to the next.
     native: Option<Box<native::NativeSide>>,
+    /// `--rotate`: the segment being written, and the thread that finishes the others.
+    rotation: Option<Rotation>,
+}
+
+/// The segment being written (`--rotate`; see `segments`).
+struct Rotation {
+    policy: SegmentPolicy,
+    /// The current segment's file, its number and when it started.
+    path: PathBuf,
+    seq: u64,
+    start_us: u64,
+    /// The recording's ticks and error ticks when it started (its stats block's).
+    ticks_before: u64,
+    error_ticks_before: u64,
+    /// Samples in the segments before it.
+    samples_before: u64,
+    /// Its file reached `--rotate SIZE` (looked at with each journal sync).
+    full: bool,
+    finisher: Finisher,
+    /// Switches made, and the longest (microseconds on the sampling thread), for
+    /// `TACH_RECORD_DEBUG`.
+    switches: u64,
+    longest_switch_us: u64,
+}
+
+/// Creates the TACH file of a recording, or of one of its segments, starting at
+/// `start_us`: the one place a recording's writer is made.
+fn create_writer(
+    opts: &RecordOptions,
+    python_version: (u8, u8, u8),
+    path: &Path,
+    start_us: u64,
+) -> Result<Writer<BufWriter<File>>, TachError> {
+    Writer::builder(opts.interval_us)
+        .start_time_us(start_us)
+        // Measured for each segment: the wall clock may be stepped during a long recording.
+        .wall_origin_us(Some(super::clock::wall_time_at(start_us)))
+        .compression(opts.compression)
+        .mode(opts.mode)
+        .features(Some(opts.features()))
+        .python_version(python_version)
+        .journal(Some(crate::tach::journal::journal_path(path)))
+        .create(path)
+}
+
+/// A stats block's figures for `ticks` (of which `error_ticks` had errors) over
+/// `duration` seconds: (achieved rate, error %, expected ticks, missed %).
+fn tick_figures(
+    ticks: u64,
+    error_ticks: u64,
+    duration: f64,
+    interval_us: u64,
+) -> (f64, f64, u64, f64) {
+    let interval = interval_us.max(1) as f64 / 1e6;
+    let rate = if duration > 0.0 {
+        ticks as f64 / duration
+    } else {
+        0.0
+    };
+    let errors = if ticks > 0 {
+        error_ticks as f64 / ticks as f64 * 100.0
+    } else {
+        0.0
+    };
+    let expected = (duration / interval) as u64;
+    let missed = if expected > ticks {
+        (expected - ticks) as f64 / expected as f64 * 100.0
+    } else {
+        0.0
+    };
+    (rate, errors, expected, missed)
 }
 
 /// Bytecode read along with a code object's header, at most (longer functions are read
@@ -255,15 +332,29 @@ impl Sampler {
         }
         let start_us = monotonic_us();
         let version = target.layout.version();
-        let writer = Writer::builder(opts.interval_us)
-            .start_time_us(start_us)
-            .wall_origin_us(Some(super::clock::wall_time_at(start_us)))
-            .compression(opts.compression)
-            .mode(opts.mode)
-            .features(Some(opts.features()))
-            .python_version(version)
-            .journal(Some(crate::tach::journal::journal_path(&opts.path)))
-            .create(&opts.path)?;
+        let (writer, rotation) = match &opts.segments {
+            None => (create_writer(&opts, version, &opts.path, start_us)?, None),
+            Some(policy) => {
+                segments::prepare_dir(&opts.path)?;
+                let name = segments::segment_name(SystemTime::now(), 0, policy.pid_suffix);
+                let path = opts.path.join(name);
+                let writer = create_writer(&opts, version, &path, start_us)?;
+                let rotation = Rotation {
+                    policy: policy.clone(),
+                    path,
+                    seq: 0,
+                    start_us,
+                    ticks_before: 0,
+                    error_ticks_before: 0,
+                    samples_before: 0,
+                    full: false,
+                    finisher: Finisher::start(policy.clone())?,
+                    switches: 0,
+                    longest_switch_us: 0,
+                };
+                (writer, Some(rotation))
+            }
+        };
         let tasks = AsyncTasks::new(&target, opts.async_mode)?;
         let bufs = ReadBuffers::new(target.layout.offsets());
         let stats = RecordStats {
@@ -296,6 +387,7 @@ impl Sampler {
             pausing,
             tasks,
             native,
+            rotation,
         })
     }
 
@@ -339,30 +431,22 @@ impl Sampler {
         self.stats.native = self.native.as_ref().map(|n| n.stats().clone());
         let s = &mut self.stats;
         let duration = end_us.saturating_sub(self.start_us) as f64 / 1e6;
-        let interval = self.opts.interval_us.max(1) as f64 / 1e6;
         s.duration_sec = duration;
-        s.sample_rate = if duration > 0.0 {
-            s.ticks as f64 / duration
-        } else {
-            0.0
-        };
-        s.error_rate = if s.ticks > 0 {
-            s.error_ticks as f64 / s.ticks as f64 * 100.0
-        } else {
-            0.0
-        };
-        s.expected_ticks = (duration / interval) as u64;
-        s.missed_samples = if s.expected_ticks > 0 && s.expected_ticks > s.ticks {
-            (s.expected_ticks - s.ticks) as f64 / s.expected_ticks as f64 * 100.0
-        } else {
-            0.0
-        };
+        (
+            s.sample_rate,
+            s.error_rate,
+            s.expected_ticks,
+            s.missed_samples,
+        ) = tick_figures(s.ticks, s.error_ticks, duration, self.opts.interval_us);
         s.code_objects = self.cache.resolved;
         s.reused_addresses = self.cache.reused;
         s.sampler_cpu_sec = thread_cpu_sec();
         if let Some((paused, timeouts)) = self.pausing.counts() {
             s.paused_ticks = paused;
             s.pause_timeouts = timeouts;
+        }
+        if let Some(rotation) = self.rotation.take() {
+            return self.finish_segments(rotation, end_us);
         }
         self.writer.set_stats(Stats::new(
             s.duration_sec,
@@ -381,6 +465,119 @@ impl Sampler {
             }
             Err(e) => stats.error = Some(e.to_string()),
         }
+        stats
+    }
+}
+
+impl Sampler {
+    /// Samples written so far, in every segment.
+    fn samples_so_far(&self) -> u64 {
+        let before = self.rotation.as_ref().map_or(0, |r| r.samples_before);
+        before + self.writer.sample_count()
+    }
+
+    /// `--rotate`: whether the current segment is due to end at `now_us` (its age), or
+    /// its file reached the size (looked at with each journal sync: a `stat`).
+    fn segment_due(&mut self, now_us: u64, look_at_size: bool) -> bool {
+        let Some(r) = self.rotation.as_mut() else {
+            return false;
+        };
+        if look_at_size {
+            if let Some(max) = r.policy.max_bytes {
+                r.full = std::fs::metadata(&r.path).is_ok_and(|m| m.len() >= max);
+            }
+        }
+        r.full
+            || r.policy
+                .max_age
+                .is_some_and(|age| now_us.saturating_sub(r.start_us) >= age.as_micros() as u64)
+    }
+
+    /// Ends the current segment after the tick at `now_us` and starts the next one: its
+    /// writer is created here, between two ticks, and the old one goes to the finisher's
+    /// thread, so that sampling goes on at once and every sample is in one segment. What
+    /// refers to the old writer's tables (the code objects' frame indices, the `<GC>`,
+    /// `<task>` and native frames) is forgotten: each segment's tables are its own, and
+    /// what the recorder keeps does not grow with the recording. On an error (a full
+    /// disk), the current segment stays the one written.
+    fn switch_segment(&mut self, now_us: u64) -> Result<(), String> {
+        let began = monotonic_us();
+        let version = self.target.layout.version();
+        let Some(r) = self.rotation.as_mut() else {
+            return Ok(());
+        };
+        let seq = r.seq + 1;
+        let name = segments::segment_name(SystemTime::now(), seq, r.policy.pid_suffix);
+        let path = self.opts.path.join(name);
+        let next = create_writer(&self.opts, version, &path, now_us).map_err(|e| {
+            format!("cannot start the next segment: {e}; the finished segments are kept")
+        })?;
+        let mut old = std::mem::replace(&mut self.writer, next);
+        let ticks = self.stats.ticks - r.ticks_before;
+        let error_ticks = self.stats.error_ticks - r.error_ticks_before;
+        let duration = now_us.saturating_sub(r.start_us) as f64 / 1e6;
+        let (rate, errors, _, missed) =
+            tick_figures(ticks, error_ticks, duration, self.opts.interval_us);
+        old.set_stats(Stats::new(duration, rate, Some(errors), Some(missed)));
+        r.samples_before += old.sample_count();
+        let old_path = std::mem::replace(&mut r.path, path);
+        r.finisher.send(FinishedSegment {
+            writer: old,
+            path: old_path,
+        });
+        r.seq = seq;
+        r.start_us = now_us;
+        r.ticks_before = self.stats.ticks;
+        r.error_ticks_before = self.stats.error_ticks;
+        r.full = false;
+        self.forget_frames();
+        if let Some(r) = self.rotation.as_mut() {
+            r.switches += 1;
+            r.longest_switch_us = r.longest_switch_us.max(monotonic_us() - began);
+        }
+        Ok(())
+    }
+
+    /// Forgets every writer frame index kept between ticks (a new segment's writer has
+    /// tables of its own).
+    fn forget_frames(&mut self) {
+        let (resolved, reused) = (self.cache.resolved, self.cache.reused);
+        self.cache = CodeCache::new();
+        self.cache.resolved = resolved;
+        self.cache.reused = reused;
+        self.gc.forget_frame();
+        self.tasks.forget_frames();
+        if let Some(n) = self.native.as_deref_mut() {
+            n.forget_frames();
+        }
+    }
+
+    /// The end of a rotated recording: the last segment goes to the finisher, which
+    /// is waited for (with the hooks it started); the totals are the recording's.
+    fn finish_segments(mut self, r: Rotation, end_us: u64) -> RecordStats {
+        if self.diagnostics.debug() {
+            eprintln!(
+                "tach: {} segment switches, the longest {} us",
+                r.switches, r.longest_switch_us
+            );
+        }
+        let ticks = self.stats.ticks - r.ticks_before;
+        let error_ticks = self.stats.error_ticks - r.error_ticks_before;
+        let duration = end_us.saturating_sub(r.start_us) as f64 / 1e6;
+        let (rate, errors, _, missed) =
+            tick_figures(ticks, error_ticks, duration, self.opts.interval_us);
+        self.writer
+            .set_stats(Stats::new(duration, rate, Some(errors), Some(missed)));
+        r.finisher.send(FinishedSegment {
+            writer: self.writer,
+            path: r.path,
+        });
+        let totals = r.finisher.close();
+        let mut stats = self.stats;
+        stats.samples = totals.samples;
+        stats.file_size = totals.bytes;
+        stats.segments = totals.segments;
+        stats.error = totals.error.or(stats.error);
         stats
     }
 }

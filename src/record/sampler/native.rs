@@ -105,6 +105,11 @@ impl NativeSide {
         truncated
     }
 
+    /// A new segment's writer: native frames are interned in its tables anew.
+    pub(super) fn forget_frames(&mut self) {
+        self.unwinder.forget_frames();
+    }
+
     pub(super) fn clear_entry_frames(&mut self) {
         self.entry_frames.clear();
     }

@@ -45,15 +45,23 @@ impl Sampler {
             }
             self.tick(now);
             self.progress
-                .store(self.writer.sample_count(), Ordering::Relaxed);
+                .store(self.samples_so_far(), Ordering::Relaxed);
             if let Some(e) = self.write_error.take() {
                 failure = Some(e);
                 break;
             }
-            if now >= next_sync {
+            let sync = now >= next_sync;
+            if sync {
                 next_sync = now + JOURNAL_SYNC_US;
                 if let Err(e) = self.writer.sync_journal(now) {
                     eprintln!("tach: {e}; recording on without a crash journal");
+                }
+            }
+            // `--rotate`: the next segment starts after this tick, before the next one.
+            if self.segment_due(now, sync) {
+                if let Err(e) = self.switch_segment(now) {
+                    failure = Some(e);
+                    break;
                 }
             }
             next += interval;

@@ -86,6 +86,11 @@ pub(super) struct GcState {
 }
 
 impl GcState {
+    /// A new segment's writer: the `<GC>` frame is interned again when next needed.
+    pub(super) fn forget_frame(&mut self) {
+        self.frame_id = None;
+    }
+
     /// The `<GC>` frame's writer index, if it was interned.
     pub(super) fn frame_id(&self) -> Option<u32> {
         self.frame_id
