@@ -70,6 +70,7 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
             with,
         },
     );
+    changed |= super::correlated::rewrite(query)?;
     changed |= super::exists::rewrite(query, &mut *scalar)?;
     changed |= super::aggregates::rewrite(query)?;
     name_aggregates(query, &mut changed);
