@@ -9,8 +9,13 @@
 //! - `round(x, n)` with a non-literal `n`: `round(x * 10^n) / 10^n`, which the rounding
 //!   rewrite then rounds half away from zero.
 //!
-//! GROUP BY ROLLUP, CUBE and GROUPING SETS are refused here with one sentence (polars'
-//! own message would print the parser's syntax tree).
+//! - `round(agg, n)` in a grouped SELECT: `n` is the group's (`first(n)`);
+//! - `arg_max(x, y)` (`arg_min`, `max_by`, `min_by`): the `x` of the first row whose `y`
+//!   is the largest, rows with a NULL skipped;
+//! - `mode(x)`: each value's count in its group, a window in a subquery over the one
+//!   FROM item, and the first row with the largest count; a tie is refused.
+//!
+//! GROUP BY ROLLUP, CUBE and GROUPING SETS are expanded first (`grouping_sets`).
 
 use std::ops::ControlFlow;
 
@@ -27,9 +32,13 @@ use super::ast::{call_args, function_name, has_aggregate, parse_expr, FnVisitor}
 use super::QueryError;
 
 /// Rewrites the aggregates of `query` polars lacks; refuses grouping sets.
-pub fn rewrite(query: &mut Query) -> Result<bool, QueryError> {
+pub fn rewrite(
+    query: &mut Query,
+    scalar: &mut dyn FnMut(&str) -> Option<String>,
+) -> Result<bool, QueryError> {
     let mut grouped = super::grouping_sets::rewrite(query)?;
     let mut modes = Modes {
+        scalar,
         changed: false,
         error: None,
     };
@@ -84,15 +93,18 @@ impl Visitor for GroupingSets {
 /// group with its `x` (a window in a subquery that also takes the WHERE), and `mode(x)`
 /// becomes the `x` of the group's first row with the largest number, NULLs skipped:
 /// DuckDB's answer, whose ties go to the value seen first.
-struct Modes {
+struct Modes<'a> {
+    /// Runs a query of one value (None: it does not run), to learn whether a group's
+    /// commonest value is tied.
+    scalar: &'a mut dyn FnMut(&str) -> Option<String>,
     changed: bool,
     error: Option<QueryError>,
 }
 
-impl VisitorMut for Modes {
+impl VisitorMut for Modes<'_> {
     type Break = ();
     fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
-        match modes(select) {
+        match modes(select, &mut *self.scalar) {
             Ok(changed) => {
                 self.changed |= changed;
                 ControlFlow::Continue(())
@@ -106,7 +118,10 @@ impl VisitorMut for Modes {
 }
 
 /// The `mode(...)` calls of one SELECT (not of its subqueries), rewritten.
-fn modes(select: &mut Select) -> Result<bool, QueryError> {
+fn modes(
+    select: &mut Select,
+    scalar: &mut dyn FnMut(&str) -> Option<String>,
+) -> Result<bool, QueryError> {
     let mut calls: Vec<Function> = Vec::new();
     let mut collect = |e: &Expr| {
         if let Expr::Function(f) = e {
@@ -190,6 +205,52 @@ fn modes(select: &mut Select) -> Result<bool, QueryError> {
                 "array_get(array_agg({x}) FILTER (WHERE {counted} AND {n} = max(CASE WHEN {counted} THEN {n} END)), 1)"
             ))?,
         ));
+    }
+    // DuckDB breaks a tie between values of the same count by an order that depends
+    // on how it scanned (not the rows' order): a tied mode is refused.
+    let filter_text = select
+        .selection
+        .as_ref()
+        .map_or(String::new(), |c| format!("({c}) AND "));
+    for f in &calls {
+        let Some([x]) = plain_args(f).and_then(|a| <[String; 1]>::try_from(a).ok()) else {
+            return Err(unsupported(f));
+        };
+        let counted = match &f.filter {
+            Some(cond) => format!("({cond}) AND "),
+            None => String::new(),
+        };
+        let group_items: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!("{k} AS __tach_g{i}"))
+            .collect();
+        let group_names: Vec<String> = (0..keys.len()).map(|i| format!("__tach_g{i}")).collect();
+        let by_value: Vec<String> = keys.iter().cloned().chain([x.clone()]).collect();
+        let partition = if group_names.is_empty() {
+            String::new()
+        } else {
+            format!("PARTITION BY {}", group_names.join(", "))
+        };
+        let tied_groups = if group_names.is_empty() {
+            String::new()
+        } else {
+            format!(" GROUP BY {}", group_names.join(", "))
+        };
+        let probe = format!(
+            "SELECT max(__tach_k) FROM (SELECT count(*) AS __tach_k FROM (SELECT *, max(__tach_n) OVER ({partition}) AS __tach_top FROM (SELECT {items}count(*) AS __tach_n FROM {from} WHERE {filter_text}{counted}{x} IS NOT NULL GROUP BY {by}) AS __tach_c) AS __tach_t WHERE __tach_n = __tach_top{tied_groups}) AS __tach_ties",
+            items = group_items.iter().map(|g| format!("{g}, ")).collect::<String>(),
+            from = from.relation,
+            by = by_value.join(", "),
+        );
+        let tied = scalar(&probe).map_or(true, |v| {
+            v != "NULL" && v.parse::<i64>().map_or(true, |n| n > 1)
+        });
+        if tied {
+            return Err(refuse(format!(
+                "`{f}` has values tied for the commonest here, which DuckDB breaks by its scan order: break the tie yourself (count per value in a subquery and order by the count and the value)"
+            )));
+        }
     }
     let filter = select
         .selection

@@ -19,7 +19,9 @@
 //!   exist;
 //! - `lag`/`lead` with a default, `ntile`, `percent_rank` and `cume_dist` are built from
 //!   `row_number()`, `rank()` and the partition's size; `FILTER (WHERE c)` on a window
-//!   aggregate becomes a CASE inside it.
+//!   aggregate becomes a CASE inside it;
+//! - `nth_value(x, k)` is the partition's k-th row where the frame reaches it (refused
+//!   when the ORDER BY repeats, which leaves the k-th row undefined).
 
 use std::ops::ControlFlow;
 

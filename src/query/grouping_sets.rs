@@ -153,6 +153,11 @@ fn expand(select: &Select) -> Result<Option<SetExpr>, QueryError> {
             "a grouping set of no keys needs an aggregate in the SELECT list (count(*), sum(...)): add one, or leave out the empty grouping".to_string(),
         ));
     }
+    if select.having.is_some() && sets.iter().any(|s| s.is_empty()) {
+        return Err(QueryError::Forbidden(
+            "HAVING with a grouping set of no keys (the grand total of ROLLUP, CUBE or `()`) is not supported: filter the grouped rows in an outer query (select * from (... group by rollup (...)) where n > 100)".to_string(),
+        ));
+    }
     if select.distinct.is_some() || select.qualify.is_some() {
         return Err(QueryError::Forbidden(
             "SELECT DISTINCT or QUALIFY with grouping sets is not supported: group in a subquery and select from it".to_string(),
