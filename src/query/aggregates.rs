@@ -243,9 +243,8 @@ fn modes(
             from = from.relation,
             by = by_value.join(", "),
         );
-        let tied = scalar(&probe).map_or(true, |v| {
-            v != "NULL" && v.parse::<i64>().map_or(true, |n| n > 1)
-        });
+        let tied =
+            scalar(&probe).is_none_or(|v| v != "NULL" && v.parse::<i64>().map_or(true, |n| n > 1));
         if tied {
             return Err(refuse(format!(
                 "`{f}` has values tied for the commonest here, which DuckDB breaks by its scan order: break the tie yourself (count per value in a subquery and order by the count and the value)"
