@@ -51,7 +51,7 @@ fn refuse(what: String) -> QueryError {
 }
 
 /// The names that qualify columns of a FROM list: each table's alias, else its name.
-fn qualifiers(from: &[TableWithJoins]) -> HashSet<String> {
+pub(super) fn qualifiers(from: &[TableWithJoins]) -> HashSet<String> {
     let mut out = HashSet::new();
     for t in from {
         for factor in std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)) {
@@ -79,7 +79,11 @@ fn qualifiers(from: &[TableWithJoins]) -> HashSet<String> {
 
 /// True when `e` names a column qualified by one of `outer` (and not shadowed by
 /// `inner`), at any depth.
-fn names_outer(e: &impl Visit, outer: &HashSet<String>, inner: &HashSet<String>) -> bool {
+pub(super) fn names_outer(
+    e: &impl Visit,
+    outer: &HashSet<String>,
+    inner: &HashSet<String>,
+) -> bool {
     struct Find<'a>(&'a HashSet<String>, &'a HashSet<String>);
     impl Visitor for Find<'_> {
         type Break = ();
@@ -97,7 +101,7 @@ fn names_outer(e: &impl Visit, outer: &HashSet<String>, inner: &HashSet<String>)
     e.visit(&mut Find(outer, inner)).is_break()
 }
 
-fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
+pub(super) fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::BinaryOp {
             left,
@@ -122,7 +126,7 @@ fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     }
 }
 
-fn and_all(parts: Vec<Expr>) -> Option<Expr> {
+pub(super) fn and_all(parts: Vec<Expr>) -> Option<Expr> {
     parts.into_iter().reduce(|a, b| Expr::BinaryOp {
         left: Box::new(a),
         op: BinaryOperator::And,

@@ -19,7 +19,9 @@
 //!   exist;
 //! - `lag`/`lead` with a default, `ntile`, `percent_rank` and `cume_dist` are built from
 //!   `row_number()`, `rank()` and the partition's size; `FILTER (WHERE c)` on a window
-//!   aggregate becomes a CASE inside it.
+//!   aggregate becomes a CASE inside it;
+//! - `nth_value(x, k)` is the partition's k-th row where the frame reaches it (refused
+//!   when the ORDER BY repeats, which leaves the k-th row undefined).
 
 use std::ops::ControlFlow;
 
@@ -477,9 +479,42 @@ fn window_call(
             }
         }
         ("nth_value", _) => {
-            return Err(refuse(format!(
-                "`{call}` is not supported: use `first_value`, `lag`, or `row_number()` in a subquery and pick the row"
-            )))
+            let k = args
+                .get(1)
+                .and_then(|n| n.trim_matches(|c| c == '(' || c == ')').parse::<i64>().ok())
+                .filter(|k| *k >= 1)
+                .ok_or_else(|| {
+                    refuse(format!(
+                        "`{call}` needs a literal row number of 1 or more: nth_value(x, 2)"
+                    ))
+                })?;
+            if spec.order_by.is_empty() {
+                return Err(refuse(format!(
+                    "`{call}` needs an ORDER BY in its window (which row is the n-th is otherwise undefined)"
+                )));
+            }
+            // Which row is the n-th among rows of equal ORDER BY values is undefined.
+            if ties(spec) {
+                return Err(refuse(format!(
+                    "`{call}` orders by values that repeat, so its n-th row is undefined: make the ORDER BY unique (add `sample` or another key)"
+                )));
+            }
+            // The partition's k-th row, on every row: the one row numbered k keeps its
+            // value, the others give NULL, which max skips.
+            let kth = format!(
+                "max(CASE WHEN {row_number} = {k} THEN {} END) OVER ({part})",
+                arg(0)?
+            );
+            match frame {
+                Frame::Whole => kth,
+                Frame::Running => format!("CASE WHEN {row_number} >= {k} THEN {kth} END"),
+                Frame::FromStart(b) => format!("CASE WHEN {row_number} + {b} >= {k} THEN {kth} END"),
+                _ => {
+                    return Err(refuse(format!(
+                        "the window frame of `{call}` is not supported: nth_value takes the whole partition or frames from UNBOUNDED PRECEDING"
+                    )))
+                }
+            }
         }
         (_, Frame::Whole) => {
             if spec.order_by.is_empty() && spec.window_frame.is_none() {

@@ -70,8 +70,9 @@ pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
             with,
         },
     );
+    changed |= super::correlated::rewrite(query)?;
     changed |= super::exists::rewrite(query, &mut *scalar)?;
-    changed |= super::aggregates::rewrite(query)?;
+    changed |= super::aggregates::rewrite(query, &mut *scalar)?;
     name_aggregates(query, &mut changed);
     changed |= super::grouped::rewrite(query);
     if let ControlFlow::Break(e) = Visit::visit(query.as_ref(), &mut WindowOverAggregate) {

@@ -152,7 +152,7 @@ def test_tach_query_gives_duckdbs_answer_or_refuses(parquet, name, index, sql, r
 
 def test_zz_differential_figure():
     """The figure of the whole corpus (after the test above ran on every query):
-    0 wrong and at least 97% answered."""
+    0 wrong and at least 99% answered."""
     complete = len(OUTCOMES) == len(QUERIES) and all(len(o) == len(FILES) for o in OUTCOMES.values())
     if not complete:
         pytest.skip("the figure needs the whole corpus run")
@@ -162,7 +162,7 @@ def test_zz_differential_figure():
     print(f"\nSQL differential: {len(QUERIES)} queries x {len(FILES)} files: answered {equal} "
           f"({100.0 * equal / len(QUERIES):.1f}%), equal {equal}, refused {refused}, wrong {wrong}")
     assert wrong == 0
-    assert equal >= 0.97 * len(QUERIES)
+    assert equal >= 0.99 * len(QUERIES)
 
 
 def test_count_columns_are_named_and_signed():

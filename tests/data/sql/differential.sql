@@ -136,7 +136,6 @@ select cast(thread_id as bigint) as t, cast(lineno as int) as l, count(*) as n f
 select funcname, count(*) * 100.0 / sum(count(*)) over () as pct from samples group by funcname order by pct desc, funcname limit 3;
 select thread_id, count(*) as n, sum(count(*)) over () as total from samples group by thread_id order by thread_id;
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, n, avg(n) over (order by sec rows between 1 preceding and 1 following) as smooth from b order by sec;
--- refused: subquery comparisons
 select funcname from samples x where depth > (select avg(depth) from samples y where y.thread_id = x.thread_id) order by sample limit 5;
 with t as (select thread_id, count(*) as n from samples group by thread_id) select thread_id, rank() over (order by n) as r from t order by thread_id;
 select thread_id from samples group by thread_id order by count(*) desc, thread_id limit 1;
@@ -278,6 +277,35 @@ select funcname from samples where has_gil intersect select funcname from sample
 select count(*) as n from (select funcname from samples union all select funcname from frames);
 select count(distinct funcname || ':' || coalesce(cast(lineno as varchar), '?')) as lines from samples;
 
+-- grouping sets: ROLLUP, CUBE and GROUPING SETS, subtotals with NULL for the keys left out
+select thread_id, has_gil, count(*) as n from samples group by rollup (thread_id, has_gil) order by thread_id, has_gil;
+select has_gil, on_cpu, count(*) as n, avg(depth) as mean_depth from samples group by cube (has_gil, on_cpu) order by has_gil, on_cpu;
+select status, main_thread, count(*) as n from samples group by grouping sets ((status, main_thread), (status), ()) order by status, main_thread;
+select has_gil, on_cpu, count(*) as n from samples group by has_gil, rollup (on_cpu) order by has_gil, on_cpu;
+select has_gil, on_cpu, count(*) as n, grouping(has_gil, on_cpu) as level from samples group by rollup (has_gil, on_cpu) order by level, has_gil, on_cpu;
+select filename, lineno, count(*) as n from samples where depth > 12 group by rollup (filename, lineno) order by filename, lineno, n limit 40;
+-- mode: the commonest value, NULLs skipped, ties to the value seen first
+select mode(lineno) as usual_line, mode(lineno) filter (where has_gil) as usual_gil_line from samples where depth > 3;
+select has_gil, mode(filename) as f, count(*) as n from samples group by has_gil order by has_gil;
+-- arg_max / arg_min / max_by / min_by: the value at the largest (smallest), ties to the first row
+select thread_id, arg_max(funcname, depth) as deepest, arg_min(funcname, depth) as shallowest from samples group by thread_id order by thread_id;
+select max_by(sample, time_s) as last_sample, min_by(lineno, depth) as top_line from samples;
+select arg_max(lineno, depth) as l, arg_max(filename, lineno) as f from samples where not has_gil;
+select floor(time_s) as sec, arg_max(funcname, depth) filter (where has_gil) as deepest_gil from samples group by sec order by sec limit 20;
+-- nth_value: the n-th row of the frame
+select sample, nth_value(funcname, 3) over (partition by thread_id order by sample) as third from samples order by sample limit 30;
+select sample, nth_value(depth, 2) over (partition by thread_id order by sample rows between unbounded preceding and unbounded following) as d2 from samples order by sample limit 30;
+select sample, nth_value(lineno, 1) over (order by sample rows between unbounded preceding and 1 following) as l from samples order by sample limit 30;
+-- ROUND of an aggregate with a column for its places
+select thread_id, round(avg(depth), cast(thread_id % 3 as integer)) as d from samples group by thread_id order by thread_id;
+select has_gil, depth, round(avg(lineno), cast(depth % 5 as integer)) as l from samples group by has_gil, depth order by has_gil, depth;
+-- correlated scalar subqueries: a grouped join on the correlation
+select sample, depth from samples x where depth = (select max(depth) from samples y where y.thread_id = x.thread_id) order by sample limit 20;
+select count(*) as n from samples x where time_s < (select avg(time_s) from samples y where y.funcname = x.funcname and y.has_gil);
+select sample, (select count(*) from stacks s where s.stack_id = x.stack_id and s.funcname = 'main') as mains from samples x order by sample limit 20;
+select sample, (select min(lineno) from stacks s where s.stack_id = x.stack_id and s.lineno > 100000) as far from samples x order by sample limit 20;
+
+
 -- refused, each with one sentence
 -- refused: only as a condition of WHERE
 select count(*) as n from samples x where has_gil or exists (select 1 from stacks s where s.stack_id = x.stack_id and s.funcname = 'main');
@@ -380,7 +408,6 @@ select percentile_cont(0.25) within group (order by depth desc) as q from sample
 select percentile_cont(0.5) within group (order by lineno) as mid_line from frames;
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select percentile_cont(0.5) within group (order by n) as median_n, percentile_disc(0.5) within group (order by n) as median_disc from b;
 -- ROUND with a column for its places
--- refused: round(x, n) of an aggregate with a column for n is not supported
 select depth, round(avg(time_s), cast(depth % 4 as integer)) as t from samples group by depth order by depth;
 with t as (select thread_id, avg(depth) as d, cast(count(*) % 3 as integer) as k from samples group by thread_id) select thread_id, round(d, k) as r from t order by thread_id;
 select round(time_s, cast(depth % 3 as int)) as t, count(*) as n from samples group by t order by t limit 20;
@@ -393,15 +420,10 @@ select sample, count(*) filter (where has_gil) over (order by sample rows betwee
 select covar_pop(depth, time_s) as cp, covar_samp(depth, time_s) as cs, corr(depth, time_s) as r from samples;
 select thread_id, corr(depth, time_s) as r, covar_pop(depth, sample) as c from samples group by thread_id having count(*) > 2 order by thread_id;
 select covar_samp(lineno, frame_id) as c, corr(lineno, frame_id) as r from frames;
--- refused: GROUP BY ROLLUP
 select has_gil, on_cpu, count(*) as n from samples group by rollup (has_gil, on_cpu) order by has_gil, on_cpu;
--- refused: GROUP BY GROUPING SETS
 select has_gil, on_cpu, count(*) as n from samples group by grouping sets ((has_gil), (on_cpu), ()) order by has_gil, on_cpu;
--- refused: `mode` is not supported
 select mode(funcname) as commonest from samples;
--- refused: `arg_max` is not supported
 select arg_max(funcname, depth) as deepest_leaf from samples;
--- refused: nth_value
 with b as (select floor(time_s) as sec, count(*) as n from samples group by sec) select sec, nth_value(n, 2) over (order by sec) as second from b order by sec;
 
 -- every window function over the frame forms, per thread
