@@ -15,7 +15,7 @@ use crate::common::{golden_bins, golden_path, tach};
 const QUERIES: [&str; 7] = [
     "select funcname, count(*) as n from samples group by funcname order by n desc, funcname limit 10",
     "select file, count(*) as n from samples group by file order by file",
-    "select thread_id, has_gil, count(*) as n from samples where on_cpu group by thread_id, has_gil order by n desc, thread_id, has_gil",
+    "select thread_id, has_gil, count(*) as n from samples where depth > 1 group by thread_id, has_gil order by n desc, thread_id, has_gil",
     "select filename, count(distinct funcname) as f, min(lineno) as lo, max(depth) as d, count(*) as n from samples group by filename order by filename",
     "select s.status, count(*) as n from samples as s where s.funcname is not null group by s.status order by s.status",
     "select depth, count(*) as n from samples group by depth having count(*) > 10 order by depth",
