@@ -4,8 +4,10 @@
 #      rates of 100 Hz-10 kHz, 2,000-60,000 samples, thread subsets, per-host ids);
 #   2. `tach export --parquet --out-dir` converts them: files/s, samples/s, peak memory;
 #      then the same command again (an incremental dataset: nothing left to write);
-#   3. one question asked three ways, end to end: `tach query` over the TACH files,
-#      `tach query` over the dataset, DuckDB and Spark (local mode) over the dataset.
+#   3. two questions asked three ways, end to end: `tach query` over the TACH files,
+#      `tach query` over the dataset, DuckDB and Spark (local mode) over the dataset:
+#      the top ten self functions (answered from `stack_counts`) and per-second samples
+#      of one function (only `samples` answers it).
 #
 #   benches/fleet.sh [COUNT] [RUNS]     # default 1000 recordings, 3 runs of each query
 #
@@ -63,6 +65,16 @@ python3 benches/time_rss.py -n "$runs" \
   "$tach query --format csv '$top_self' $fleet/ds" \
   "${over_dataset[@]}"
 
+# A question only the samples answer (no count pushdown: `time_s` is per sample).
+per_second="select cast(floor(time_s) as bigint) as sec, count(*) as n from samples where funcname = 'io_worker' group by sec order by sec"
+echo "== a question of the samples: per-second samples of one function"
+over_dataset=()
+for e in "${engines[@]}"; do over_dataset+=("$py benches/fleet_query.py $e per_second $fleet/ds"); done
+python3 benches/time_rss.py -n "$runs" \
+  "$tach query --format csv \"$per_second\" $files" \
+  "$tach query --format csv \"$per_second\" $fleet/ds" \
+  "${over_dataset[@]}"
+
 echo "== the answers must be the same rows"
 "$tach" query --format csv "$top_self" "$fleet"/tach/*.bin | tail -n +2 | tr ',' '\t' >"$fleet/answer.tach"
 "$tach" query --format csv "$top_self" "$fleet/ds" | tail -n +2 | tr ',' '\t' >"$fleet/answer.ds"
@@ -71,5 +83,13 @@ for e in "${engines[@]}"; do
 done
 for a in ds "${engines[@]}"; do
   cmp -s "$fleet/answer.tach" "$fleet/answer.$a" || { echo "$a differs from tach query over the TACH files" >&2; exit 1; }
+done
+"$tach" query --format csv "$per_second" "$fleet"/tach/*.bin | tail -n +2 | tr ',' '\t' >"$fleet/second.tach"
+"$tach" query --format csv "$per_second" "$fleet/ds" | tail -n +2 | tr ',' '\t' >"$fleet/second.ds"
+for e in "${engines[@]}"; do
+  "$py" benches/fleet_query.py "$e" per_second "$fleet/ds" 2>/dev/null >"$fleet/second.$e"
+done
+for a in ds "${engines[@]}"; do
+  cmp -s "$fleet/second.tach" "$fleet/second.$a" || { echo "$a differs from tach query over the TACH files (per_second)" >&2; exit 1; }
 done
 echo "same rows: tach (TACH files), tach (dataset), ${engines[*]}"

@@ -2,7 +2,7 @@
 to end (engine start, Parquet read, query), printed as tab-separated rows. The
 fleet benchmark (benches/fleet.sh) times it against `tach query` over the TACH files.
 
-    python3 benches/fleet_query.py duckdb|spark top_self|per_source DATASET_DIR
+    python3 benches/fleet_query.py duckdb|spark top_self|per_source|per_second DATASET_DIR
 
 The same questions as benches/fleet.sh asks `tach query` (`file` there is `source` here:
 the partition column names the recording).
@@ -16,6 +16,12 @@ QUERIES = {
                    group by funcname order by n desc, funcname limit 10""",
     "per_source": """select source, count(*) as n, avg(cast(has_gil as double)) as gil
                      from samples group by source order by n desc, source limit 10""",
+    # A question only the samples answer: per second of the recordings, how many
+    # samples one function had (`time_s` is stored as `timestamp_us - origin_us`).
+    "per_second": """select cast(floor((timestamp_us - origin_us) / 1e6) as bigint) as sec,
+                       count(*) as n
+                     from samples where funcname = 'io_worker'
+                     group by sec order by sec""",
 }
 
 

@@ -9,6 +9,7 @@
 mod aggregates;
 mod ast;
 pub(crate) mod batches;
+mod bounded;
 mod columns;
 mod correlated;
 mod exists;
@@ -33,6 +34,7 @@ use polars::prelude::*;
 use polars::sql::SQLContext;
 
 use crate::tach::{TachError, TachFile};
+pub use bounded::GROUP_PROFILES;
 pub use opnames::opname;
 use parquet_input::ParquetInput;
 pub use pushdown::{rewrite as pushdown_rewrite, WEIGHT_COLUMN};
@@ -117,6 +119,9 @@ pub struct QueryEngine {
     sources: Vec<Arc<Source>>,
     /// Every input, in the order given.
     inputs: Vec<Input>,
+    /// Over more profiles than this, the grouped samples table is computed this many
+    /// profiles at a time ([`bounded`]).
+    group_profiles: usize,
 }
 
 impl QueryEngine {
@@ -135,7 +140,11 @@ impl QueryEngine {
             sources.push(s.clone());
             inputs.push(Input::Tach(s));
         }
-        Ok(QueryEngine { sources, inputs })
+        Ok(QueryEngine {
+            sources,
+            inputs,
+            group_profiles: GROUP_PROFILES,
+        })
     }
 
     /// One already-opened file, named `name` in the `file` column.
@@ -144,7 +153,17 @@ impl QueryEngine {
         QueryEngine {
             sources: vec![s.clone()],
             inputs: vec![Input::Tach(s)],
+            group_profiles: GROUP_PROFILES,
         }
+    }
+
+    /// The same engine computing count queries' grouped table `n` profiles at a time
+    /// when the inputs hold more than `n` (default [`GROUP_PROFILES`]; `usize::MAX`:
+    /// one scan of everything). The answers are the same; memory is bounded by the
+    /// group rather than the inputs.
+    pub fn with_group_profiles(mut self, n: usize) -> Self {
+        self.group_profiles = n.max(1);
+        self
     }
 
     /// The TACH inputs (Parquet inputs are not among them).
@@ -183,13 +202,26 @@ impl QueryEngine {
         }
     }
 
-    /// A table over all inputs, as a lazy frame.
+    /// A table over all inputs, as a lazy frame. Over more profiles than the group
+    /// size ([`QueryEngine::with_group_profiles`]) the grouped samples table is
+    /// computed a group at a time (`bounded`: memory bounded by the group, not the
+    /// inputs).
     pub fn table(&self, name: &str) -> Result<LazyFrame> {
-        self.union(
-            |s| tables::table(name, std::slice::from_ref(s)),
-            |p| p.table(name),
-        )
-        .map_err(|e| QueryError::Sql {
+        let lf = if name == pushdown::GROUPED_TABLE && self.profiles() > self.group_profiles {
+            bounded::grouped_table(
+                self.inputs.iter().map(|i| match i {
+                    Input::Tach(s) => bounded::Input::Tach(s),
+                    Input::Parquet(p) => bounded::Input::Parquet(p),
+                }),
+                self.group_profiles,
+            )
+        } else {
+            self.union(
+                |s| tables::table(name, std::slice::from_ref(s)),
+                |p| p.table(name),
+            )
+        };
+        lf.map_err(|e| QueryError::Sql {
             message: e.to_string(),
         })
     }

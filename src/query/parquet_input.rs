@@ -304,6 +304,28 @@ impl ParquetInput {
         })
     }
 
+    /// The grouped samples table of this input as tables over at most `per` partitions
+    /// each, in order (`super::bounded` scans them one at a time).
+    pub fn grouped_parts(&self, per: usize) -> PolarsResult<Vec<LazyFrame>> {
+        let per = per.max(1);
+        let n = self.files.iter().map(Vec::len).max().unwrap_or(0);
+        (0..n)
+            .step_by(per)
+            .map(|start| self.partitions(start..start + per).table(GROUPED_TABLE))
+            .collect()
+    }
+
+    /// The same input over partitions `range` of each table (by position: a complete
+    /// dataset's tables list the same sources in the same order).
+    fn partitions(&self, range: std::ops::Range<usize>) -> ParquetInput {
+        let part = |len: usize| range.start.min(len)..range.end.min(len);
+        ParquetInput {
+            files: std::array::from_fn(|i| self.files[i][part(self.files[i].len())].to_vec()),
+            values: std::array::from_fn(|i| self.values[i][part(self.values[i].len())].to_vec()),
+            counts_complete: self.counts_complete,
+        }
+    }
+
     /// `select distinct COLUMNS from stacks` over this input (the pushdown's distinct
     /// stacks table, here computed by polars).
     pub fn distinct_stacks(&self, columns: &[String]) -> PolarsResult<LazyFrame> {

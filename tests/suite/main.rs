@@ -14,6 +14,8 @@ mod docs;
 mod entrances;
 mod export_cpython;
 mod export_viz;
+#[cfg(feature = "query")]
+mod fleet;
 mod golden;
 mod heap;
 mod heatmap;
