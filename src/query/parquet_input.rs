@@ -58,8 +58,8 @@ pub struct ParquetInput {
     /// has none): `stack_counts` and the count pushdown read those instead of the
     /// samples.
     counts_complete: bool,
-    /// `samples` files written before `wall_time` was stored (schema version 3).
-    samples_without_wall_time: usize,
+    /// Per `samples` file: written before `wall_time` was stored (schema version 3).
+    samples_without_wall_time: Vec<bool>,
 }
 
 /// True when `path` is a directory or a Parquet file: an input for [`ParquetInput`]
@@ -156,7 +156,7 @@ impl ParquetInput {
             files: Default::default(),
             values: Default::default(),
             counts_complete,
-            samples_without_wall_time: 0,
+            samples_without_wall_time: Vec::new(),
         };
         for (i, table_files) in files.into_iter().enumerate() {
             let want = stored_schema(WRITTEN[i]);
@@ -173,7 +173,9 @@ impl ParquetInput {
                 if let Some(v) = value {
                     input.files[i].push(f);
                     input.values[i].push(Some(v));
-                    input.samples_without_wall_time += usize::from(i == 0 && older);
+                    if i == 0 {
+                        input.samples_without_wall_time.push(older);
+                    }
                 }
             }
         }
@@ -203,6 +205,9 @@ impl ParquetInput {
         // takes a scan's columns from its first file unless it is given them).
         let older = if i == 0 {
             self.samples_without_wall_time
+                .iter()
+                .filter(|o| **o)
+                .count()
         } else {
             0
         };
@@ -323,6 +328,9 @@ impl ParquetInput {
             files: std::array::from_fn(|i| self.files[i][part(self.files[i].len())].to_vec()),
             values: std::array::from_fn(|i| self.values[i][part(self.values[i].len())].to_vec()),
             counts_complete: self.counts_complete,
+            samples_without_wall_time: self.samples_without_wall_time
+                [part(self.samples_without_wall_time.len())]
+            .to_vec(),
         }
     }
 
