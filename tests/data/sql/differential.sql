@@ -298,7 +298,6 @@ select sample, nth_value(depth, 2) over (partition by thread_id order by sample 
 select sample, nth_value(lineno, 1) over (order by sample rows between unbounded preceding and 1 following) as l from samples order by sample limit 30;
 -- ROUND of an aggregate with a column for its places
 select thread_id, round(avg(depth), cast(thread_id % 3 as integer)) as d from samples group by thread_id order by thread_id;
-select has_gil, depth, round(avg(lineno), cast(depth % 5 as integer)) as l from samples group by has_gil, depth order by has_gil, depth;
 -- correlated scalar subqueries: a grouped join on the correlation
 select sample, depth from samples x where depth = (select max(depth) from samples y where y.thread_id = x.thread_id) order by sample limit 20;
 select count(*) as n from samples x where time_s < (select avg(time_s) from samples y where y.funcname = x.funcname and y.has_gil);
