@@ -110,7 +110,7 @@ fn position(message: &str) -> Option<(usize, usize)> {
 /// ([`parquet_input`]).
 enum Input {
     Tach(Arc<Source>),
-    Parquet(ParquetInput),
+    Parquet(Box<ParquetInput>),
 }
 
 /// Opened profiles with the query tables registered.
@@ -133,7 +133,7 @@ impl QueryEngine {
         let mut inputs = Vec::new();
         for p in paths {
             if parquet_input::is_parquet_input(p)? {
-                inputs.push(Input::Parquet(ParquetInput::open(p)?));
+                inputs.push(Input::Parquet(Box::new(ParquetInput::open(p)?)));
                 continue;
             }
             let s = Arc::new(Source::new(p.display().to_string(), TachFile::open(p)?));
