@@ -76,6 +76,7 @@ pub mod query;
 
 pub use crate::tach::filter::{status, FilterError};
 pub use crate::tach::journal::journal_path;
+pub use crate::tach::reader::expand_dirs;
 pub use crate::tach::recover::{self, recover, RecoverError, Recovered};
 pub use crate::tach::rewrite;
 pub use crate::tach::{

@@ -186,7 +186,7 @@ pub(super) fn run(args: ExportArgs) -> Result<ExitCode, CliError> {
     };
     args.format_options.apply(exporter, &mut options)?;
     // A directory stands for its .tach files (a rotating recording's segments).
-    let files = crate::tach::reader::expand_inputs(&args.files)?;
+    let files = crate::tach::reader::expand_dirs(&args.files)?;
     if let Some(dir) = &args.out_dir {
         return Ok(export_many(exporter, &files, dir, &filter, &options));
     }

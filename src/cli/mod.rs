@@ -161,9 +161,9 @@ enum Command {
 }
 
 /// Opens the inputs, a directory's `*.tach` files in time order
-/// ([`crate::tach::reader::expand_inputs`]).
+/// ([`crate::tach::reader::expand_dirs`]).
 fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
-    crate::tach::reader::expand_inputs(paths)?
+    crate::tach::reader::expand_dirs(paths)?
         .iter()
         .map(|p| TachFile::open(p).map_err(CliError::from))
         .collect()

@@ -22,7 +22,7 @@ fn report_error(e: ReportError) -> PyErr {
 }
 
 fn open_all(paths: &[PathBuf]) -> report::Result<Vec<TachFile>> {
-    crate::tach::reader::expand_inputs(paths)?
+    crate::tach::reader::expand_dirs(paths)?
         .iter()
         .map(|p| TachFile::open(p).map_err(ReportError::from))
         .collect()

@@ -124,6 +124,28 @@ pub struct QueryEngine {
     group_profiles: usize,
 }
 
+/// A directory of TACH files (a rotated recording's segments) stands for its files in
+/// time order, as for `tach top`; a directory holding a Parquet export is the export.
+fn expand_segment_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        let is_export = p.join("samples.parquet").exists() || p.join("samples").is_dir();
+        let has_tach_files = || {
+            std::fs::read_dir(p).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "tach"))
+            })
+        };
+        if p.is_dir() && !is_export && has_tach_files() {
+            out.extend(crate::tach::reader::expand_dirs(std::slice::from_ref(p))?);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
 impl QueryEngine {
     /// Opens every input: TACH files, Parquet exports (a directory or a lone samples
     /// file) and Parquet datasets, in any mix. The `file` column holds each TACH path
@@ -438,8 +460,13 @@ pub fn schema_text() -> String {
 }
 
 /// Expands shell-style globs in the inputs (for shells that pass them unexpanded, and
-/// for quoted patterns). A pattern that matches nothing is an error naming it.
+/// for quoted patterns), and directories of TACH files (see `expand_segment_dirs`). A
+/// pattern that matches nothing is an error naming it.
 pub fn expand_inputs(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    expand_segment_dirs(&expand_globs(args)?)
+}
+
+fn expand_globs(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for a in args {
         let text = a.to_string_lossy();

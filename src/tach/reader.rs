@@ -470,7 +470,7 @@ impl<'a> SampleStream<'a> {
 /// time order (by the wall-clock time of their start where they record one, then by
 /// name: a rotating recording's segments, or files without an origin, sort by name).
 /// A directory without one is an error naming it.
-pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::with_capacity(paths.len());
     for path in paths {
         if !path.is_dir() {
