@@ -257,7 +257,7 @@ SOAK_SECONDS = 60
 
 def test_soak_an_aiohttp_server_under_load_for_a_minute(work):
     """An asyncio HTTP server (aiohttp, from PyPI) under a load generator on loopback,
-    recorded from outside with `--rotate 2s --keep 20s --async-aware` for 60 s: at least
+    recorded from outside with `--rotate 2s --keep 20s --native --async-aware` for 60 s: at least
     25 segments made, the directory never holds more than the retention allows (polled),
     each kept segment verifies. Time budget: about 75 s."""
     try:
@@ -292,7 +292,7 @@ def test_soak_an_aiohttp_server_under_load_for_a_minute(work):
         out = os.path.join(work, "soak")
         rotating = subprocess.Popen(
             [TACH, "record", "--pid", str(server.pid), "-d", str(SOAK_SECONDS), "--rotate", "2s",
-             "--keep", "20s", "--async-aware", "-o", out],
+             "--keep", "20s", "--native", "--async-aware", "-o", out],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # Finished segments kept: those that ended within 20 s (10 of 2 s, 11 at a
         # boundary), looked at every half second (one more); then the one being
