@@ -92,14 +92,13 @@ impl std::str::FromStr for Limit {
 
 impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // In the largest unit that divides it: 24h, 100MB, 1GiB.
+        // In the largest unit that divides it (24h, 100MB, 1GiB), ages in hours, seconds
+        // or milliseconds: the units a message's reader compares most easily (60s, not 1m).
         match *self {
             Limit::Age(d) => {
                 let ms = d.as_millis();
                 let unit = [
-                    (86_400_000, "d"),
                     (3_600_000, "h"),
-                    (60_000, "m"),
                     (1000, "s"),
                     (1, "ms"),
                 ]

@@ -1514,3 +1514,53 @@ def test_a_recording_that_fails_exits_non_zero(tmp_path):
         assert proc.returncode == expected, proc.stderr
         assert "No space left on device" in proc.stderr, proc.stderr
         assert mark.exists(), proc.stderr
+
+
+ROTATED = """
+    import sys, time
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            sum(range(500))
+    spin(float(sys.argv[1]))
+"""
+
+
+def rotated_segments(directory):
+    return sorted(p for p in os.listdir(directory) if p.endswith(".tach"))
+
+
+def test_in_process_rotation_writes_segments_that_hold_every_sample_once(tmp_path):
+    """`python -m tach run --rotate` and `tach.start(rotate=...)`: a directory of
+    complete segments, each of which loads on its own, whose samples add up to the
+    recording's count, none before the segment's own start and none repeated."""
+    script = write_script(tmp_path, ROTATED)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tach", "run", "-r", "200", "--rotate", "1s", "--keep", "1h",
+         "-o", str(tmp_path / "cli"), str(script), "3.5"],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    api = run_python(tmp_path, f"""
+        import sys, time, tach
+        sys.argv = ["x", "3.5"]
+        tach.start({str(tmp_path / "api")!r}, rate=200, rotate="1s", quiet=True)
+        exec(open({str(script)!r}).read())
+        tach.stop()
+    """)
+    assert api.returncode == 0, api.stderr
+    for name in ("cli", "api"):
+        names = rotated_segments(tmp_path / name)
+        assert len(names) >= 3, (name, names)
+        total, stamps = 0, []
+        for n in names:
+            data = _native.load(str(tmp_path / name / n))
+            total += len(data["samples"])
+            stamps += [(s[0], s[2]) for s in data["samples"]]  # (thread, timestamp_us)
+        assert total > 400, (name, total)
+        # Every sample in one segment: no timestamp twice across the boundaries.
+        assert len(stamps) == len(set(stamps)), name
+    said = int(proc.stderr.split(" samples in")[0].rsplit(" ", 1)[-1].replace(",", ""))
+    cli_total = sum(len(_native.load(str(tmp_path / "cli" / n))["samples"])
+                    for n in rotated_segments(tmp_path / "cli"))
+    assert said == cli_total, proc.stderr
