@@ -97,13 +97,9 @@ impl std::fmt::Display for Limit {
         match *self {
             Limit::Age(d) => {
                 let ms = d.as_millis();
-                let unit = [
-                    (3_600_000, "h"),
-                    (1000, "s"),
-                    (1, "ms"),
-                ]
-                .into_iter()
-                .find(|&(u, _)| ms % u == 0);
+                let unit = [(3_600_000, "h"), (1000, "s"), (1, "ms")]
+                    .into_iter()
+                    .find(|&(u, _)| ms % u == 0);
                 match unit {
                     Some((u, name)) => write!(f, "{}{name}", ms / u),
                     None => write!(f, "{}s", d.as_secs_f64()),
