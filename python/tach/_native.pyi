@@ -31,6 +31,9 @@ def start(
     async_mode: str | None = None,
     compression: str | None = None,
     duration: float | None = None,
+    rotate: str | Sequence[str] | None = None,
+    keep: str | Sequence[str] | None = None,
+    on_segment: str | None = None,
     hidden: Sequence[str] = ...,
 ) -> None: ...
 

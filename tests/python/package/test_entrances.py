@@ -77,7 +77,7 @@ def test_start_returns_every_record_stats_field(tmp_path):
         "path", "summary", "paused_ticks", "pause_timeouts", "samples", "ticks",
         "error_ticks", "dropped", "filtered", "duration_sec", "sample_rate", "error_rate",
         "missed_samples", "expected_ticks", "threads", "frames", "strings", "file_size",
-        "code_objects", "reused_addresses", "sampler_cpu_sec", "error",
+        "code_objects", "reused_addresses", "sampler_cpu_sec", "error", "segments",
     }
     assert isinstance(stats["duration_sec"], float) and isinstance(stats["samples"], int)
 
@@ -119,7 +119,8 @@ def test_export_convert_top_and_diff_take_exactly_their_specs(tmp_path):
     assert known_keywords(lambda **kw: tach.diff([], [], **kw)) == diff
     # Every field is taken (with a value that changes nothing here).
     every = {"by": "function", "sort": "self", "limit": None, "per_file": False,
-             "threads": None, "start": None, "end": None, "status": None}
+             "threads": None, "start": None, "end": None, "status": None,
+             "since": None, "until": None}
     assert set(every) == set(FIELDS["top"]) | filters
     assert p.top(**every).equals(p.top())
     assert p.top(per_file=True).columns[0] == "file"
