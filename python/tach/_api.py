@@ -40,11 +40,11 @@ def _samples_schema() -> dict[str, polars.DataType]:
     import polars
 
     types = {
-        "string": polars.String, "boolean": polars.Boolean, "int32": polars.Int32,
-        "int64": polars.Int64, "uint32": polars.UInt32, "uint64": polars.UInt64,
-        "float64": polars.Float64,
+        "string": polars.String(), "boolean": polars.Boolean(), "int32": polars.Int32(),
+        "int64": polars.Int64(), "uint32": polars.UInt32(), "uint64": polars.UInt64(),
+        "float64": polars.Float64(), "timestamp": polars.Datetime("us", "UTC"),
     }
-    return {name: types[t]() for name, t in _native.table_columns("samples")}
+    return {name: types[t] for name, t in _native.table_columns("samples")}
 
 
 def _filters(filters: dict[str, Any]) -> dict[str, Any]:

@@ -115,6 +115,7 @@ POLARS_TYPES = {
     "uint32": pl.UInt32,
     "uint64": pl.UInt64,
     "float64": pl.Float64,
+    "timestamp": pl.Datetime("us", "UTC"),
 }
 
 
@@ -313,7 +314,7 @@ def test_export_returns_text_or_bytes_as_the_registry_says():
             continue  # a directory of tables: only to a path
         out = p.export(name)
         assert isinstance(out, bytes if binary else str), name
-    with pytest.raises(TypeError, match="unknown filter colour: use threads, start, end, status, title, "):
+    with pytest.raises(TypeError, match="unknown filter colour: use threads, start, end, since, until, status, title, "):
         p.export("flamegraph", colour="red")
 
 
