@@ -476,7 +476,7 @@ def test_native_frames_under_the_running_task(where, work):
                     in_c[task] += n
         print(f"{where}: {summary.strip()}\nin C under each task: {dict(in_c)} of {total}")
         assert in_c["squeeze"] > 0.1 * total and in_c["hash"] > 0.1 * total, (in_c, total)
-        report, worst, missing = compare(
+        report, worst, missing, _ = compare(
             alone, write_collapsed(without_native(stacks), os.path.join(run, "python")))
         print(f"{report}\nlargest difference {worst:.2f} points")
         if worst <= 3.0 and not missing:
