@@ -26,6 +26,14 @@ GOLDEN = Path(REPO) / "golden" / "cpython-3.15.2"
 NAMES = sorted(p.name[:-4] for p in GOLDEN.glob("*.bin"))
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "front_end: checks the recorder's options, files and exit paths, which no interpreter "
+        "layout changes; run on the host's CPython, the oldest and the newest in-process "
+        "(tests/python/run_all.sh), not again on each version between")
+
+
 def pytest_runtest_logreport(report):
     """Writes every skipped test to TACH_SKIP_LOG (when set), so that scripts/test-all
     ends with a summary of what did not run and why."""

@@ -348,12 +348,19 @@ impl NativeUnwinder {
                 break true;
             }
             let (sp, bp) = (unwind_regs.sp(), unwind_regs.bp());
-            match self.unwinder.unwind_frame(
-                addr,
-                &mut unwind_regs,
-                &mut self.cache,
-                &mut read_stack,
-            ) {
+            // The unwind tables are the target's, so hostile: gimli has arithmetic that
+            // overflows (a panic in a debug build) on a corrupt `.eh_frame_hdr`. Such a
+            // walk ends there, cut short, and the cache it may have left half-updated is
+            // dropped.
+            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.unwinder
+                    .unwind_frame(addr, &mut unwind_regs, &mut self.cache, &mut read_stack)
+            }));
+            let Ok(step) = step else {
+                self.cache = Box::new(CacheX86_64::new());
+                break true;
+            };
+            match step {
                 Ok(Some(mut ret)) => {
                     // A frame that realigned its stack: framehop walked it by its frame
                     // pointer, which gives the caller the wrong stack pointer.

@@ -216,6 +216,7 @@ def achieved_rates(tmp_path):
     return rate, control_rate, data
 
 
+@pytest.mark.front_end
 def test_achieved_rate_is_within_ten_percent(tmp_path):
     """1 kHz is asked for; at least 90% of it must be delivered, or of what a bare timer
     loop beside the recording got when the machine gave less: on this shared VM a busy
@@ -652,6 +653,7 @@ except ValueError as e:
     assert any("squeeze" in n and n.index("squeeze") < len(n) - 1 for n in st), leaves
 
 
+@pytest.mark.front_end
 @pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
                     reason="native stacks are walked on x86-64 Linux only")
 def test_native_in_process_without_a_free_signal_is_refused(tmp_path):
@@ -1086,6 +1088,7 @@ BAD_OPTIONS = [
 ]
 
 
+@pytest.mark.front_end
 @pytest.mark.parametrize("flags,kwargs,says", BAD_OPTIONS, ids=lambda v: str(v))
 def test_a_bad_option_says_the_same_everywhere(tmp_path, flags, kwargs, says):
     script = write_script(tmp_path, "print('ran')\n")
@@ -1107,6 +1110,7 @@ def test_a_bad_option_says_the_same_everywhere(tmp_path, flags, kwargs, says):
     assert not tach.is_running()
 
 
+@pytest.mark.front_end
 def test_python_m_tach_help_is_the_clap_definition(tmp_path):
     """`python -m tach run --help` lists tach record's recording options."""
     proc = subprocess.run([sys.executable, "-m", "tach", "run", "--help"], capture_output=True, text=True)
@@ -1124,6 +1128,7 @@ def test_python_m_tach_help_is_the_clap_definition(tmp_path):
     assert proc.returncode == 2 and "SCRIPT" in proc.stderr, proc.stderr
 
 
+@pytest.mark.front_end
 def test_in_process_passes_the_options_as_written(tmp_path):
     """`tach record --in-process` runs `python -m tach run` with its options as given."""
     script = write_script(tmp_path, CPU_RECURSION)
@@ -1391,6 +1396,7 @@ def tach_cli(*args):
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=TIMEOUT)
 
 
+@pytest.mark.front_end
 @pytest.mark.parametrize("how,returncode", [
     ("sigkill", -signal.SIGKILL),
     ("segfault", -signal.SIGSEGV),
@@ -1475,6 +1481,7 @@ def test_a_killed_recording_is_recovered(tmp_path, how, returncode):
     assert sum(n for _, n in theirs) == sum(1 for s in data["samples"] if s[4])
 
 
+@pytest.mark.front_end
 def test_a_clean_stop_leaves_no_journal(tmp_path):
     script = write_script(tmp_path, """
         import time
@@ -1497,6 +1504,7 @@ FAILING = """
 """
 
 
+@pytest.mark.front_end
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
 def test_a_recording_that_fails_exits_non_zero(tmp_path):
     """docs/recording.md, "Exit status", in-process: a recording that ends in error (its
@@ -1530,6 +1538,7 @@ def rotated_segments(directory):
     return sorted(p for p in os.listdir(directory) if p.endswith(".tach"))
 
 
+@pytest.mark.front_end
 def test_in_process_rotation_writes_segments_that_hold_every_sample_once(tmp_path):
     """`python -m tach run --rotate` and `tach.start(rotate=...)`: a directory of
     complete segments, each of which loads on its own, whose samples add up to the
