@@ -44,7 +44,7 @@ fn at(t0: NaiveDateTime, ms: i64) -> String {
 /// `tach diff --format json ARGS DIR DIR`'s rows: function -> (base %, new %, verdict).
 fn diff_rows(dir: &Path, args: &[&str]) -> Vec<(String, f64, f64, String)> {
     let o = tach()
-        .args(["diff", "--format", "json"])
+        .args(["diff", "--format", "json", "--metric", "total"])
         .args(args)
         .arg(dir)
         .arg(dir)
