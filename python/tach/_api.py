@@ -374,8 +374,10 @@ def diff(
     bootstrap), the Holm-adjusted p-value and the verdict ("grew", "shrank" or "no
     significant change"), largest change first. The method: docs/diff.md. The
     keywords are `tach diff`'s options with underscores for dashes (``tach diff --help``
-    lists them with their defaults: by, metric, alpha, min_share, min_change) and the
-    sample filters (threads, start, end, since, until, status)."""
+    lists them with their defaults: by, metric, alpha, min_share, min_change, and
+    base_since, base_until: the base side's own wall-clock window, when given, while
+    since and until then apply to ``new`` alone) and the sample filters (threads,
+    start, end, since, until, status)."""
     return _rows_frame(_native.diff_json(_paths(base), _paths(new), **options), _DIFF_SCHEMA)
 
 

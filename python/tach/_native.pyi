@@ -148,6 +148,8 @@ def diff_json(
     alpha: float = ...,
     min_share: float = ...,
     min_change: float = ...,
+    base_since: str | None = None,
+    base_until: str | None = None,
     threads: int | Sequence[int] | None = None,
     start: float | None = None,
     end: float | None = None,

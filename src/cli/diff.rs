@@ -13,7 +13,8 @@ use crate::report;
 #[command(after_help = "Examples:
   tach diff before.bin after.bin
   tach diff --base a1.bin a2.bin a3.bin --new b1.bin b2.bin b3.bin   # repeated runs
-  tach diff --flamegraph diff.svg --format json before.bin after.bin")]
+  tach diff --flamegraph diff.svg --format json before.bin after.bin
+  tach diff --base-since 13:00 --base-until 13:10 --since 14:00 --until 14:10 segs/*.tach segs/*.tach")]
 pub(super) struct DiffArgs {
     /// BASE NEW: one file each (or use --base and --new).
     #[arg(num_args = 0..=2, value_names = ["BASE", "NEW"])]
@@ -50,9 +51,10 @@ pub(super) fn run(args: DiffArgs) -> Result<ExitCode, CliError> {
     };
     let options = args.options;
     let format = args.format;
-    let filter = args.filter.build()?;
+    let (base_filter, new_filter) = options.side_filters(&args.filter)?;
+    let filters = (&base_filter, &new_filter);
     let (base, new) = (open_all(&base)?, open_all(&new)?);
-    let mut diff = report::diff(&base, &new, &filter, &options)?;
+    let mut diff = report::diff(&base, &new, filters, &options)?;
     if let Some(path) = &args.flamegraph {
         let title = format!(
             "tach diff: {} -> {}",
@@ -60,7 +62,7 @@ pub(super) fn run(args: DiffArgs) -> Result<ExitCode, CliError> {
             diff.new.files.join(" ")
         );
         let mut svg = Vec::new();
-        report::write_flamegraph(&base, &new, &filter, options.by, &title, &mut svg)?;
+        report::write_flamegraph(&base, &new, filters, options.by, &title, &mut svg)?;
         std::fs::write(path, svg).map_err(|source| CliError::Write {
             path: path.clone(),
             source,

@@ -32,12 +32,12 @@ fn json<T: serde::Serialize>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
-/// The sample filter and the report's options from keyword arguments: `S`'s fields
+/// The sample filter's spec and the report's options from keyword arguments: `S`'s fields
 /// and [`FilterSpec`]'s, each through the one converter.
 fn options<S: serde::de::DeserializeOwned>(
     function: &str,
     kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(S, SampleFilter)> {
+) -> PyResult<(S, FilterSpec)> {
     let known: Vec<&str> = report::field_names::<S>()
         .iter()
         .chain(report::field_names::<FilterSpec>())
@@ -45,10 +45,12 @@ fn options<S: serde::de::DeserializeOwned>(
         .collect();
     let given = convert::keywords(function, kwargs, &known)?;
     let options = convert::spec::<S>(function, &given)?;
-    let filter = convert::spec::<FilterSpec>(function, &given)?
-        .build()
-        .map_err(|e| TachError::new_err(e.to_string()))?;
+    let filter = convert::spec::<FilterSpec>(function, &given)?;
     Ok((options, filter))
+}
+
+fn filter_error(e: crate::tach::filter::FilterError) -> PyErr {
+    TachError::new_err(e.to_string())
 }
 
 /// The rows of `tach top` over `paths`, as a JSON list. The keywords: [`TopOptions`]'
@@ -60,7 +62,8 @@ fn top_json(
     paths: Vec<PathBuf>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let (options, filter) = options::<TopOptions>("top()", kwargs)?;
+    let (options, spec) = options::<TopOptions>("top()", kwargs)?;
+    let filter = spec.build().map_err(filter_error)?;
     let report = interruptible(py, None, move || {
         report::top(&open_all(&paths)?, &filter, &options)
     })?
@@ -78,9 +81,15 @@ fn diff_json(
     new: Vec<PathBuf>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let (options, filter) = options::<DiffOptions>("diff()", kwargs)?;
+    let (options, spec) = options::<DiffOptions>("diff()", kwargs)?;
+    let (base_filter, new_filter) = options.side_filters(&spec).map_err(filter_error)?;
     let report = interruptible(py, None, move || {
-        report::diff(&open_all(&base)?, &open_all(&new)?, &filter, &options)
+        report::diff(
+            &open_all(&base)?,
+            &open_all(&new)?,
+            (&base_filter, &new_filter),
+            &options,
+        )
     })?
     .map_err(report_error)?;
     json(&report.rows)

@@ -6,8 +6,9 @@
 //! so that every sample is in exactly one segment; the old writer is handed to a
 //! [`Finisher`] thread, which finishes it (tables, footer, header: the part that grows
 //! with the segment, kept off the sampling thread), runs the hook and applies the
-//! retention. A segment that could not be finished keeps its journal, for `tach
-//! recover`.
+//! retention. A segment that could not be finished (a full disk) stops the recording
+//! at the sampler's next tick, through [`Finisher::failure`]; its incomplete file is
+//! removed and its journal kept, for `tach recover`, and no segment is deleted after it.
 //!
 //! Names sort by time: `tach-20261128T140500.123Z-000042.tach` is the segment that
 //! started at 14:05:00.123 UTC, the 43rd of its recording (the sequence number breaks
@@ -19,6 +20,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use crate::tach::{TachError, Writer};
@@ -239,6 +241,9 @@ pub struct FinisherTotals {
 pub struct Finisher {
     jobs: Option<mpsc::Sender<FinishedSegment>>,
     thread: Option<std::thread::JoinHandle<FinisherTotals>>,
+    /// Set once, by the thread, when a segment could not be finished (a full disk): the
+    /// sampler looks at it every tick and stops (one atomic load while unset).
+    failed: Arc<OnceLock<String>>,
 }
 
 /// How often, while no segment comes, hooks that ended are looked for (reaped) and the
@@ -248,14 +253,22 @@ const REAP_EVERY: Duration = Duration::from_millis(500);
 impl Finisher {
     pub fn start(policy: SegmentPolicy) -> Result<Finisher, TachError> {
         let (jobs, queue) = mpsc::channel::<FinishedSegment>();
+        let failed = Arc::new(OnceLock::new());
+        let flag = failed.clone();
         let thread = std::thread::Builder::new()
             .name("tach-segments".into())
-            .spawn(move || finisher_loop(policy, queue))
+            .spawn(move || finisher_loop(policy, queue, &flag))
             .map_err(|e| TachError::Usage(format!("cannot start the segment thread: {e}")))?;
         Ok(Finisher {
             jobs: Some(jobs),
             thread: Some(thread),
+            failed,
         })
+    }
+
+    /// Why a segment could not be finished, once one could not (the recording stops).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.get().map(String::as_str)
     }
 
     /// Hands over a segment (never blocks).
@@ -288,7 +301,11 @@ struct Kept {
     ended: SystemTime,
 }
 
-fn finisher_loop(policy: SegmentPolicy, queue: mpsc::Receiver<FinishedSegment>) -> FinisherTotals {
+fn finisher_loop(
+    policy: SegmentPolicy,
+    queue: mpsc::Receiver<FinishedSegment>,
+    failed: &OnceLock<String>,
+) -> FinisherTotals {
     let mut totals = FinisherTotals::default();
     let mut kept: VecDeque<Kept> = VecDeque::new();
     let mut hooks: Vec<(Child, PathBuf)> = Vec::new();
@@ -317,25 +334,63 @@ fn finisher_loop(policy: SegmentPolicy, queue: mpsc::Receiver<FinishedSegment>) 
                         }
                     }
                     Err(e) => {
-                        eprintln!(
-                            "tach: error: segment {} could not be finished: {e}; its journal \
-                             is kept: `tach recover {}.journal` rebuilds it",
-                            path.display(),
+                        let journal = discard_unfinished(&path);
+                        match &journal {
+                            Some(j) => eprintln!(
+                                "tach: error: segment {} could not be finished: {e}; its \
+                                 journal is kept: `tach recover {} -o ELSEWHERE.tach` \
+                                 rebuilds it",
+                                path.display(),
+                                j.display()
+                            ),
+                            None => eprintln!(
+                                "tach: error: segment {} could not be finished: {e}; it \
+                                 held nothing a journal kept, and is removed",
+                                path.display()
+                            ),
+                        }
+                        let why = format!(
+                            "segment {} could not be finished: {e}; no segment was deleted \
+                             after it",
                             path.display()
                         );
-                        totals.error.get_or_insert(e.to_string());
+                        let _ = failed.set(why.clone());
+                        totals.error.get_or_insert(why);
                     }
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        // Also between segments: `--keep` by age is kept to within REAP_EVERY.
-        totals.deleted += retain(&policy, &mut kept, SystemTime::now());
+        // Also between segments: `--keep` by age is kept to within REAP_EVERY. Not after
+        // a failure: the finished segments may be all that is left of the recording.
+        if totals.error.is_none() {
+            totals.deleted += retain(&policy, &mut kept, SystemTime::now());
+        }
         reap(&policy, &mut hooks, false);
     }
     reap(&policy, &mut hooks, true);
     totals
+}
+
+/// Journals shorter than this hold no sample (a prelude and the settings at most).
+const EMPTY_JOURNAL: u64 = 64;
+
+/// After a segment could not be finished: removes its incomplete file (a TACH file is
+/// valid only once finished, so none is left that `tach verify` refuses; `tach
+/// recover` writes it again from the journal) and a journal that holds nothing.
+/// Returns the journal kept, if any.
+fn discard_unfinished(path: &Path) -> Option<PathBuf> {
+    let _ = std::fs::remove_file(path);
+    let journal = crate::tach::journal::journal_path(path);
+    match std::fs::metadata(&journal) {
+        Ok(m) if m.len() >= EMPTY_JOURNAL => Some(journal),
+        Ok(_) => {
+            let _ = std::fs::remove_file(&journal);
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 /// `sh -c 'CMD "$1"' tach PATH`, with `TACH_SEGMENT=PATH`: the path is the command's

@@ -83,6 +83,36 @@ pub struct DiffOptions {
     #[cfg_attr(feature = "record", arg(skip = DiffOptions::default().seed))]
     #[serde(skip)]
     pub seed: u64,
+    /// The base side's own wall-clock window, from this time (as --since): with
+    /// --base-since or --base-until, the base files keep only the samples of that
+    /// window and --since/--until apply to the new files alone; without either, both
+    /// sides keep --since/--until's window.
+    #[cfg_attr(feature = "record", arg(long, value_name = "TIME"))]
+    pub base_since: Option<String>,
+    /// The base side's own wall-clock window, before this time (see --base-since).
+    #[cfg_attr(feature = "record", arg(long, value_name = "TIME"))]
+    pub base_until: Option<String>,
+}
+
+impl DiffOptions {
+    /// The filters of the base and new sides, built from `spec`: the base side's
+    /// window is `base_since`/`base_until` when either is given, `spec`'s otherwise.
+    pub fn side_filters(
+        &self,
+        spec: &super::FilterSpec,
+    ) -> std::result::Result<(SampleFilter, SampleFilter), crate::tach::filter::FilterError> {
+        let new = spec.build()?;
+        if self.base_since.is_none() && self.base_until.is_none() {
+            return Ok((new.clone(), new));
+        }
+        let base = super::FilterSpec {
+            since: self.base_since.clone(),
+            until: self.base_until.clone(),
+            ..spec.clone()
+        }
+        .build()?;
+        Ok((base, new))
+    }
 }
 
 impl Default for DiffOptions {
@@ -96,6 +126,8 @@ impl Default for DiffOptions {
             resamples: 1000,
             blocks: 50,
             seed: 0x7ac4_d1ff,
+            base_since: None,
+            base_until: None,
         }
     }
 }
@@ -394,10 +426,12 @@ fn side_stats(
 }
 
 /// Compares `base` with `new` (each one or several runs of the same program).
+/// `filters` are the base side's and the new side's (see
+/// [`DiffOptions::side_filters`]).
 pub fn diff(
     base: &[TachFile],
     new: &[TachFile],
-    filter: &SampleFilter,
+    filters: (&SampleFilter, &SampleFilter),
     options: &DiffOptions,
 ) -> Result<DiffReport> {
     if base.is_empty() || new.is_empty() {
@@ -409,15 +443,18 @@ pub fn diff(
         return Err(ReportError::Usage("alpha must be between 0 and 1".into()));
     }
     let mut keys = Keys::default();
-    let mut read = |files: &[TachFile]| -> Result<Vec<FileSamples>> {
+    let mut read = |files: &[TachFile], filter: &SampleFilter| -> Result<Vec<FileSamples>> {
         files
             .iter()
             .map(|f| read_file(f, filter, options.by, options.metric, &mut keys))
             .collect()
     };
-    let base_samples = read(base)?;
-    let new_samples = read(new)?;
-    for (files, samples) in [(base, &base_samples), (new, &new_samples)] {
+    let base_samples = read(base, filters.0)?;
+    let new_samples = read(new, filters.1)?;
+    for (files, samples, filter) in [
+        (base, &base_samples, filters.0),
+        (new, &new_samples, filters.1),
+    ] {
         if samples.iter().all(|s| s.seq.is_empty()) {
             let names: Vec<String> = files
                 .iter()

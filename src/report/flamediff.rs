@@ -76,15 +76,15 @@ fn side_paths(
 pub fn write_flamegraph(
     base: &[TachFile],
     new: &[TachFile],
-    filter: &SampleFilter,
+    filters: (&SampleFilter, &SampleFilter),
     by: GroupBy,
     title: &str,
     out: &mut dyn Write,
 ) -> Result<()> {
     let mut keys = Keys::default();
     let mut paths: BTreeMap<String, [f64; 2]> = BTreeMap::new();
-    side_paths(base, filter, by, &mut keys, &mut paths, 0)?;
-    side_paths(new, filter, by, &mut keys, &mut paths, 1)?;
+    side_paths(base, filters.0, by, &mut keys, &mut paths, 0)?;
+    side_paths(new, filters.1, by, &mut keys, &mut paths, 1)?;
     // Each frame's base share with its callees: the sum over the paths through it.
     // inferno's tooltip gives only the new side's share, so the base share goes into
     // the frame's label. All paths through one frame get the same label for it, so

@@ -11,7 +11,7 @@ mod flamediff;
 #[cfg(feature = "cli")]
 pub(crate) mod live;
 mod output;
-mod spec;
+pub(crate) mod spec;
 mod top;
 
 pub use diff::{diff, DiffOptions, DiffReport, DiffRow, Metric, Side, Verdict};

@@ -89,7 +89,7 @@ fn now_us() -> i64 {
 /// without an offset (none: UTC; `T` or a space between date and time), or a time of
 /// day (`HH:MM`, `HH:MM:SS`, `HH:MM:SS.frac`, then optionally `Z` or `±HH:MM`) on the
 /// day `now_us` falls on at that offset (UTC without one).
-fn parse_wall_time(text: &str, now_us: i64) -> Option<i64> {
+pub(crate) fn parse_wall_time(text: &str, now_us: i64) -> Option<i64> {
     use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime};
     let text = text.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {

@@ -181,6 +181,7 @@ impl WriterBuilder {
             mix: RecordMix::default(),
             finished: false,
             journal,
+            abandoned_journal: None,
         })
     }
 }
@@ -227,6 +228,9 @@ pub struct Writer<W: Write + Seek> {
     mix: RecordMix,
     finished: bool,
     journal: Option<Journal>,
+    /// A journal given up after a failed sync (a full disk): removed all the same once
+    /// the file is finished, so that no stale journal stays beside a complete file.
+    abandoned_journal: Option<PathBuf>,
 }
 
 /// What [`Writer::finish`] reports.
@@ -515,6 +519,7 @@ impl<W: Write + Seek> Writer<W> {
             Err(e) => {
                 let path = j.file.path().to_path_buf();
                 self.journal = None;
+                self.abandoned_journal = Some(path.clone());
                 Err(TachError::io(path, e))
             }
         }
@@ -600,6 +605,9 @@ impl<W: Write + Seek> Writer<W> {
         if let Some(j) = self.journal.take() {
             let path = j.file.path().to_path_buf();
             j.file.remove().map_err(|e| TachError::io(path, e))?;
+        }
+        if let Some(path) = self.abandoned_journal.take() {
+            let _ = std::fs::remove_file(path);
         }
         Ok(WriteSummary {
             samples: self.total_samples,

@@ -218,3 +218,52 @@ def test_a_dataset_of_schema_version_3_still_reads(segments, tmp_path):
     new = query("select count(*) as n from samples", path)[0]["n"]
     row = query("select count(*) as n, count(wall_time) as nw from samples", ds)[0]
     assert (row["n"], row["nw"]) == (new + query("select count(*) as n from samples", old)[0]["n"], new)
+
+
+def test_sql_compares_wall_time_with_a_string_and_truncates_it_as_duckdb(segments, tmp_path):
+    """`wall_time >= '2026-11-28T14:05:00Z'` (and without the Z, with a space, BETWEEN)
+    compares as a timestamp, and `date_trunc(unit, wall_time)` for second, minute, hour
+    and day: the same rows and values as DuckDB (TimeZone UTC) over the exported
+    dataset of the same files."""
+    _, runs = segments
+    paths = [p for p, *_ in runs]
+    ds = tmp_path / "ds"
+    tach("export", "--parquet", "--out-dir", ds, *paths)
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'UTC'")
+    table = f"read_parquet('{ds}/samples/*/*.parquet')"
+
+    def duck(sql):
+        return con.execute(sql.replace("samples", table)).fetchall()
+
+    walls = [r["w"] for r in query("select wall_time as w from samples order by w", *paths)]
+    # A sample's own time, half way (ties count for >=), and the second file's first.
+    mid, second = walls[len(walls) // 2], query(
+        "select min(wall_time) as w from samples", paths[1])[0]["w"]
+    for cut in [mid, second]:
+        spaced = cut.replace("T", " ").removesuffix("Z")
+        for where in [f"wall_time >= '{cut}'", f"wall_time < '{spaced}'",
+                      f"'{cut}' <= wall_time", f"wall_time = '{cut}'",
+                      f"wall_time between '{walls[0]}' and '{spaced}'"]:
+            sql = f"select count(*) as n from samples where {where}"
+            got = query(sql, *paths)[0]["n"]
+            assert got == duck(sql)[0][0], (where, got)
+            assert 0 < got < len(walls) or "=" in where, (where, got)
+
+    for unit in ["second", "minute", "hour", "day"]:
+        sql = (f"select date_trunc('{unit}', wall_time) as t, count(*) as n from samples "
+               "group by t order by t")
+        got = [(micros(r["t"]), r["n"]) for r in query(sql, *paths)]
+        want = duck(sql.replace(f"date_trunc('{unit}', wall_time) as t",
+                                f"epoch_us(date_trunc('{unit}', wall_time)) as t"))
+        assert got == [tuple(w) for w in want], unit
+        # Every sample in the truncated time's unit: no later than the sample.
+        assert sum(n for _, n in got) == len(walls)
+    # A truncated time compares with wall_time, and keeps DuckDB's name unaliased.
+    sql = "select count(*) as n from samples where date_trunc('second', wall_time) < wall_time"
+    assert query(sql, *paths)[0]["n"] == duck(sql)[0][0]
+    row = query("select date_trunc('minute', wall_time) from samples limit 1", *paths)[0]
+    assert list(row) == ["date_trunc('minute', wall_time)"], row
+    r = subprocess.run([built_tach(), "query", "select date_trunc('week', wall_time) from samples",
+                        *paths], capture_output=True, text=True)
+    assert r.returncode != 0 and "second, minute, hour and day" in r.stderr, r.stderr

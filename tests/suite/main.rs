@@ -10,6 +10,8 @@ mod common;
 mod corruption;
 #[cfg(feature = "query")]
 mod dataset;
+#[cfg(feature = "record")]
+mod diff_windows;
 mod docs;
 mod entrances;
 mod export_cpython;

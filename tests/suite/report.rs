@@ -302,7 +302,7 @@ fn diff_of(base: &[PathBuf], new: &[PathBuf]) -> DiffReport {
     diff(
         &open(base),
         &open(new),
-        &SampleFilter::default(),
+        (&SampleFilter::default(), &SampleFilter::default()),
         &DiffOptions::default(),
     )
     .unwrap()
@@ -441,7 +441,7 @@ fn diff_flamegraph_shows_the_shares_and_colours_by_change() {
     let r = diff(
         &base,
         &new,
-        &SampleFilter::default(),
+        (&SampleFilter::default(), &SampleFilter::default()),
         &DiffOptions::default(),
     )
     .unwrap();
@@ -449,7 +449,7 @@ fn diff_flamegraph_shows_the_shares_and_colours_by_change() {
     tach::report::write_flamegraph(
         &base,
         &new,
-        &SampleFilter::default(),
+        (&SampleFilter::default(), &SampleFilter::default()),
         GroupBy::Function,
         "t",
         &mut svg,

@@ -50,6 +50,12 @@ impl Sampler {
                 failure = Some(e);
                 break;
             }
+            // `--rotate`: a segment the finisher could not finish (a full disk) stops the
+            // recording at once, rather than when this segment's own writes fail.
+            if let Some(e) = self.rotation.as_ref().and_then(|r| r.finisher.failure()) {
+                failure = Some(e.to_string());
+                break;
+            }
             let sync = now >= next_sync;
             if sync {
                 next_sync = now + JOURNAL_SYNC_US;

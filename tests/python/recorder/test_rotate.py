@@ -225,6 +225,91 @@ def test_output_that_is_a_file_or_unwritable_is_refused_at_start(target, work):
         assert p.returncode == 2 and "cannot write in" in p.stderr, p.stderr
 
 
+BUSY = """\
+import sys
+def inner(n):
+    return sum(i * i for i in range(n))
+def outer(k):
+    return [inner(500 + k % 97) for _ in range(3)]
+print("ready", flush=True)
+k = 0
+while True:
+    outer(k)
+    k += 1
+"""
+
+
+def test_full_disk_stops_the_recording_at_once_and_keeps_what_was_finished(work):
+    """A segment directory on a tmpfs with about 20 KB free: the recording fills it within
+    a few segments. The segment that cannot be finished stops the recording at the
+    sampler's next tick (the finisher tells it at once), with an error naming the segment
+    and the cause and a non-zero exit; no incomplete file is left (each .tach verifies)
+    and each journal left rebuilds its segment elsewhere."""
+    disk = os.path.join(work, "small-disk")
+    os.mkdir(disk)
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", disk],
+                       capture_output=True, text=True)
+    if m.returncode != 0:
+        skip_loudly(f"test_rotate full disk: cannot mount a tmpfs ({m.stderr.strip()})")
+    try:
+        # Leave 48 KB: a second of this recording is a segment of about 3 KB, and a journal
+        # of about 10 KB while it is written; a few segments are finished first.
+        with open(os.path.join(disk, "filler"), "wb") as f:
+            f.write(b"\0" * (2048 * 1024 - 48 * 1024))
+        out = os.path.join(disk, "segments")
+        with ReadyProgram([sys.executable], work, BUSY, 0, name="busy.py") as program:
+            rotating = subprocess.Popen(
+                [TACH, "record", "-r", "1000", "--no-blocking", "--pid", str(program.pid),
+                 "-d", "60", "--rotate", "1s", "--keep", "1h", "-o", out],
+                cwd=REPO, stderr=subprocess.PIPE, text=True)
+            lines = []  # (time read, line)
+            for line in rotating.stderr:
+                lines.append((time.monotonic(), line.rstrip("\n")))
+            rotating.wait(timeout=TIMEOUT)
+            ended = time.monotonic()
+        err = "\n".join(line for _, line in lines)
+        assert rotating.returncode == 1, err
+        first = next((t for t, line in lines if "could not be finished" in line), None)
+        assert first is not None, err
+        # From the first segment that could not be finished to the end: before the
+        # finisher told the sampler, it went on to its own next failure (the next
+        # switch, a second later).
+        assert ended - first < 0.5, (ended - first, err)
+        last = lines[-1][1]
+        assert last.startswith("tach: error: segment " + out), err
+        assert "could not be finished" in last and "No space left on device" in last, err
+        assert re.search(r"in \d+ segments? written to", err), err
+        finished = int(re.search(r"in (\d+) segments? written to", err).group(1))
+
+        left = os.listdir(out)
+        paths = segments(out)
+        journals = sorted(glob.glob(os.path.join(out, "*.journal")))
+        assert len(paths) == finished >= 1, (left, err)
+        assert journals, left
+        # Nothing else: each segment is a finished file or a journal.
+        assert len(left) == len(paths) + len(journals), left
+        for p in paths:
+            v = tach("verify", p)
+            assert v.returncode == 0, (p, v.stdout, v.stderr)
+        # The first journal is the segment that failed; those after it, the one being
+        # written then. Every one rebuilds (off the full disk).
+        rebuilt = os.path.join(work, "rebuilt")
+        os.mkdir(rebuilt)
+        for j in journals:
+            name = os.path.basename(j).removesuffix(".journal")
+            assert name not in [os.path.basename(p) for p in paths], left
+            r = tach("recover", j, "-o", os.path.join(rebuilt, name))
+            assert r.returncode == 0, (j, r.stderr)
+            assert tach("verify", os.path.join(rebuilt, name)).returncode == 0
+        # The journals are the newest segments: those finished before the disk filled are
+        # all there (retention deleted nothing).
+        seqs = sorted(int(SEGMENT_NAME.match(os.path.basename(p.removesuffix(".journal")))
+                          .group(1)) for p in paths + journals)
+        assert seqs == list(range(len(seqs))), seqs
+    finally:
+        subprocess.run(["umount", disk], check=False)
+
+
 # ------------------------------------------------------------------ the soak
 
 SERVER = """\
