@@ -110,7 +110,21 @@ impl DiffOptions {
             until: self.base_until.clone(),
             ..spec.clone()
         }
-        .build()?;
+        .build()
+        .map_err(|e| {
+            use crate::tach::filter::FilterError;
+            // Built through --since/--until's parser: the errors name the base options.
+            match e {
+                FilterError::WallTime { what, value } => FilterError::WallTime {
+                    what: if what == "since" { "base-since" } else { "base-until" },
+                    value,
+                },
+                FilterError::EmptyWallWindow { since, until } => {
+                    FilterError::EmptyBaseWindow { since, until }
+                }
+                other => other,
+            }
+        })?;
         Ok((base, new))
     }
 }

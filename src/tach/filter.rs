@@ -97,6 +97,8 @@ pub enum FilterError {
     WallTime { what: &'static str, value: String },
     #[error("the wall-clock window --since {since} --until {until} is empty: --until must come after --since")]
     EmptyWallWindow { since: String, until: String },
+    #[error("the base window --base-since {since} --base-until {until} is empty: --base-until must come after --base-since")]
+    EmptyBaseWindow { since: String, until: String },
 }
 
 fn status_names() -> String {
