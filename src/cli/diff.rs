@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{open_all, stdout_error, CliError, ExitCode, SUCCESS};
+use super::outcome::{open_all, stdout_error, CliError, ExitCode, SUCCESS};
 use crate::names;
 use crate::report;
 

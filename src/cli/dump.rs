@@ -4,7 +4,7 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{stdout_error, CliError, ExitCode, SUCCESS};
+use super::outcome::{stdout_error, CliError, ExitCode, SUCCESS};
 use crate::names;
 use crate::record::options::AsyncMode;
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{CliError, ExitCode, FAILURE, SUCCESS};
+use super::outcome::{CliError, ExitCode, FAILURE, SUCCESS};
 use crate::export::{self, batch, ExportOptions};
 use crate::tach::{SampleFilter, TachFile};
 

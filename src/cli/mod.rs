@@ -8,6 +8,7 @@ mod diff;
 mod dump;
 mod export;
 mod info;
+mod outcome;
 #[cfg(feature = "query")]
 mod query;
 mod record;
@@ -18,84 +19,13 @@ mod verify;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::export::ExportError;
-use crate::tach::{TachError, TachFile};
-
-/// Why a command failed. The exit status follows from it, the same for every command:
-/// 1 for a bad or unreadable input (or any other failure of the work itself), 2 for a
-/// command line that asks for something impossible (as clap's own usage errors), and 0
-/// when standard output was closed by its reader (`tach export -o - x.bin | head`).
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error("{0}")]
-    Usage(String),
-    #[error(transparent)]
-    Filter(#[from] crate::tach::filter::FilterError),
-    #[error(transparent)]
-    Read(#[from] TachError),
-    #[error(transparent)]
-    Export(#[from] ExportError),
-    #[cfg(feature = "query")]
-    #[error(transparent)]
-    Query(#[from] crate::query::QueryError),
-    #[error(transparent)]
-    Record(#[from] crate::record::RecordCommandError),
-    #[error(transparent)]
-    Live(#[from] crate::live::LiveError),
-    #[error(transparent)]
-    Report(#[from] crate::report::ReportError),
-    #[error(transparent)]
-    Recover(#[from] crate::tach::recover::RecoverError),
-    #[error("{}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl CliError {
-    /// The exit status this failure ends the command with.
-    pub fn exit_code(&self) -> ExitCode {
-        match self {
-            _ if self.is_broken_pipe() => SUCCESS,
-            CliError::Usage(_) | CliError::Filter(_) => USAGE,
-            CliError::Record(e) if e.is_usage() => USAGE,
-            CliError::Live(e) if e.is_usage() => USAGE,
-            CliError::Report(crate::report::ReportError::Usage(_)) => USAGE,
-            #[cfg(feature = "query")]
-            CliError::Query(e) if e.is_usage() => USAGE,
-            _ => FAILURE,
-        }
-    }
-
-    /// Whether the failure is a write to a pipe whose reader has gone: not an error for
-    /// a command line tool (`| head` stops reading on purpose).
-    pub fn is_broken_pipe(&self) -> bool {
-        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(e) = cause {
-            if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                if io.kind() == std::io::ErrorKind::BrokenPipe {
-                    return true;
-                }
-            }
-            cause = e.source();
-        }
-        false
-    }
-}
-
-/// Maps a failed write to standard output to a [`CliError`].
-fn stdout_error(source: std::io::Error) -> CliError {
-    CliError::Write {
-        path: PathBuf::from("stdout"),
-        source,
-    }
-}
+use outcome::SUCCESS;
+#[cfg(not(feature = "query"))]
+use outcome::USAGE;
+pub use outcome::{CliError, ExitCode};
 
 #[derive(Parser)]
 #[command(
@@ -159,21 +89,6 @@ enum Command {
     /// A recording killed or crashed leaves OUT.tach.journal beside OUT.tach.
     Recover(recover::RecoverArgs),
 }
-
-/// Opens the inputs, a directory's `*.tach` files in time order
-/// ([`crate::tach::reader::expand_dirs`]).
-fn open_all(paths: &[PathBuf]) -> Result<Vec<TachFile>, CliError> {
-    crate::tach::reader::expand_dirs(paths)?
-        .iter()
-        .map(|p| TachFile::open(p).map_err(CliError::from))
-        .collect()
-}
-
-/// An exit status: 0 success, 1 a bad or unreadable input, 2 a usage error (as clap's).
-pub type ExitCode = u8;
-const SUCCESS: ExitCode = 0;
-const FAILURE: ExitCode = 1;
-const USAGE: ExitCode = 2;
 
 /// Runs the command line `args` (the first is the program name) and returns the exit
 /// status. Never exits the process: the Python package calls this inside the interpreter.
@@ -298,6 +213,7 @@ mod tests {
 
     #[test]
     fn broken_pipe_is_recognised_through_error_sources() {
+        use super::outcome::{FAILURE, USAGE};
         let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
         let e = CliError::Export(crate::export::write_error("stdout")(pipe));
         assert!(e.is_broken_pipe());

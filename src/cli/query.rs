@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{stdout_error, CliError, ExitCode, SUCCESS};
+use super::outcome::{stdout_error, CliError, ExitCode, SUCCESS};
 
 #[derive(Args)]
 #[command(

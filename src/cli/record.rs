@@ -4,7 +4,7 @@ use std::ffi::OsString;
 
 use clap::Args;
 
-use super::{CliError, ExitCode};
+use super::outcome::{CliError, ExitCode};
 use crate::record::options::RecordSpec;
 use crate::record::RecordCommand;
 

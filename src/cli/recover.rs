@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{CliError, ExitCode, SUCCESS};
+use super::outcome::{CliError, ExitCode, SUCCESS};
 use crate::tach::recover;
 
 #[derive(Args)]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{CliError, ExitCode, SUCCESS};
+use super::outcome::{CliError, ExitCode, SUCCESS};
 use crate::tach::{rewrite, Compression, TachFile};
 
 #[derive(Args)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{open_all, stdout_error, CliError, ExitCode, SUCCESS};
+use super::outcome::{open_all, stdout_error, CliError, ExitCode, SUCCESS};
 use crate::names;
 use crate::record::options::RecordSpec;
 use crate::record::RecordCommand;
@@ -94,7 +94,8 @@ pub(super) fn run(args: TopArgs) -> Result<ExitCode, CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Cli, Command, USAGE};
+    use super::super::outcome::USAGE;
+    use super::super::{Cli, Command};
     use super::*;
     use clap::Parser;
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{stdout_error, CliError, ExitCode, FAILURE, SUCCESS};
+use super::outcome::{stdout_error, CliError, ExitCode, FAILURE, SUCCESS};
 use crate::tach::TachFile;
 
 #[derive(Args)]

@@ -13,8 +13,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use rustc_hash::{FxHashMap as HashMap, FxHasher};
 
+use super::exporter::{write_error, ExportInput, Exporter, Result};
 use super::render::{basename, is_internal, lineno};
-use super::{write_error, ExportInput, Exporter, Result};
 use crate::tach::index::ProfileIndex;
 use crate::tach::TachFile;
 

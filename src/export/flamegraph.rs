@@ -27,8 +27,8 @@ use inferno::flamegraph::{self, color, Options, TextTruncateDirection};
 
 use rayon::prelude::*;
 
+use super::exporter::{ExportError, ExportInput, Exporter, Result};
 use super::render::{is_internal_filename, lineno};
-use super::{ExportError, ExportInput, Exporter, Result};
 use crate::tach::TachFile;
 
 pub struct Flamegraph;
@@ -437,8 +437,8 @@ impl Exporter for Flamegraph {
     fn description(&self) -> &'static str {
         "interactive flamegraph SVG (inferno); --per-thread for one root frame per thread"
     }
-    fn options(&self) -> &'static [super::FormatOption] {
-        &[super::FormatOption {
+    fn options(&self) -> &'static [super::exporter::FormatOption] {
+        &[super::exporter::FormatOption {
             name: "per-thread",
             value_name: None,
             repeatable: false,
@@ -511,7 +511,7 @@ fn inferno_options(
 /// that neighbours differ), or `None` when the file has none. inferno colours every
 /// other label as without a map.
 fn native_palette(file: &TachFile) -> Option<color::PaletteMap> {
-    let native = super::walked_native_frames(file);
+    let native = super::exporter::walked_native_frames(file);
     if !native.contains(&true) {
         return None;
     }

@@ -19,9 +19,9 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use super::exporter::{write_error, ExportInput, Exporter, Result};
 use super::pyjson::push_str;
 use super::render::is_internal;
-use super::{write_error, ExportInput, Exporter, Result};
 use crate::tach::header::ProfilingMode;
 use crate::tach::totals::totals;
 use crate::tach::TachFile;

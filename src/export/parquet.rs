@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use super::partition::write_partition;
-use super::{
+use super::exporter::{
     Dataset, DatasetExporter, ExportError, ExportInput, ExportOptions, Exporter, Outcome, Result,
 };
+use super::partition::write_partition;
 use crate::query::batches::BatchError;
 use crate::query::samples_parquet::{write_samples, WrittenSamples};
 use crate::query::tables::{frames_frame, frames_with_file, stacks_frame, Wanted};

@@ -22,11 +22,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{ExportError, Outcome, Result};
+use super::exporter::{ExportError, Outcome, Result};
 use crate::query::SCHEMA_VERSION;
 
 /// The tables of a partition, as the Parquet exporter writes them.
-pub use super::PARQUET_TABLES as TABLES;
+pub use super::exporter::PARQUET_TABLES as TABLES;
 
 /// The key-value metadata keys of a partition's Parquet files.
 pub const KEY_SCHEMA_VERSION: &str = "tach.schema_version";

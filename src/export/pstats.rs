@@ -21,9 +21,9 @@ use std::io::Write;
 
 use crate::tach::totals::totals;
 
+use super::exporter::{write_error, ExportInput, Exporter, Result};
 use super::marshal::Marshal;
 use super::render::{is_internal, lineno};
-use super::{write_error, ExportInput, Exporter, Result};
 
 pub struct Pstats;
 

@@ -21,8 +21,8 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use super::exporter::{write_error, ExportError, ExportInput, Exporter, Result};
 use super::render::is_internal;
-use super::{write_error, ExportError, ExportInput, Exporter, Result};
 use crate::tach::stack_table::StackTable;
 use crate::tach::TachFile;
 

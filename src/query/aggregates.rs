@@ -29,7 +29,7 @@ use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
 use super::ast::{call_args, function_name, has_aggregate, parse_expr, FnVisitor};
-use super::QueryError;
+use super::error::QueryError;
 
 /// Rewrites the aggregates of `query` polars lacks; refuses grouping sets.
 pub fn rewrite(

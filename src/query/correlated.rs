@@ -20,8 +20,8 @@ use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
 use super::ast::{function_name, has_aggregate};
+use super::error::QueryError;
 use super::exists::{and_all, conjuncts, names_outer, qualifiers};
-use super::QueryError;
 
 /// Rewrites the correlated scalar subqueries of every SELECT of `query`.
 pub fn rewrite(query: &mut Query) -> Result<bool, QueryError> {

@@ -21,7 +21,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
-use super::QueryError;
+use super::error::QueryError;
 
 /// Rewrites every EXISTS of `query`; true when anything changed.
 pub fn rewrite(

@@ -32,7 +32,7 @@ use sqlparser::ast::{
 };
 
 use super::ast::{call_args, function_name, parse_expr};
-use super::QueryError;
+use super::error::QueryError;
 
 /// Functions whose value does not depend on a frame (SQL ignores theirs).
 const FRAMELESS: [&str; 8] = [

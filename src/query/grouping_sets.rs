@@ -15,7 +15,7 @@ use sqlparser::ast::{
 };
 
 use super::ast::{call_args, function_name, has_aggregate, is_aggregate};
-use super::QueryError;
+use super::error::QueryError;
 
 /// More grouping sets than this (a CUBE of 7 keys has 128) are refused: each is a scan.
 const MAX_SETS: usize = 64;

@@ -11,7 +11,7 @@ use sqlparser::ast::{ObjectName, Query, Select, SetExpr, Statement, TableFactor,
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 
-use super::QueryError;
+use super::error::QueryError;
 
 /// Parses `sql` as polars does and checks it.
 pub fn check(sql: &str, tables: &[&str]) -> Result<(), QueryError> {

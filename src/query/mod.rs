@@ -12,6 +12,7 @@ pub(crate) mod batches;
 mod bounded;
 mod columns;
 mod correlated;
+mod error;
 mod exists;
 mod frames;
 mod grouped;
@@ -33,78 +34,18 @@ use std::sync::Arc;
 use polars::prelude::*;
 use polars::sql::SQLContext;
 
-use crate::tach::{TachError, TachFile};
+use crate::tach::TachFile;
 pub use bounded::GROUP_PROFILES;
+pub use error::{QueryError, Result};
 pub use opnames::opname;
 use parquet_input::ParquetInput;
 pub use pushdown::{rewrite as pushdown_rewrite, WEIGHT_COLUMN};
+use schema::UNSIGNED_COLUMNS;
 pub use schema::{
     schema_markdown, tables as schema_tables, Column, ColumnType, Table, FILE_VALUE_KEY,
     SCHEMA_VERSION,
 };
 pub use tables::{Source, TABLES};
-
-/// Errors of the query layer. [`QueryError::is_usage`] tells the CLI which are the
-/// user's SQL (exit status 2).
-#[derive(Debug, thiserror::Error)]
-pub enum QueryError {
-    #[error(transparent)]
-    Read(#[from] TachError),
-    #[error("SQL error: {message}{pointer}")]
-    Syntax { message: String, pointer: String },
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("unknown table {name}: the tables are {tables}")]
-    UnknownTable { name: String, tables: String },
-    #[error("{message}")]
-    Sql { message: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Output(String),
-}
-
-pub type Result<T, E = QueryError> = std::result::Result<T, E>;
-
-impl QueryError {
-    /// A parser error, with the SQL line and a caret under the position the parser
-    /// reports ("at Line: L, Column: C").
-    pub fn syntax(sql: &str, message: String) -> Self {
-        let pointer = position(&message)
-            .and_then(|(line, column)| {
-                let text = sql.lines().nth(line.checked_sub(1)?)?;
-                let pad = " ".repeat(column.saturating_sub(1));
-                Some(format!("\n  {text}\n  {pad}^"))
-            })
-            .unwrap_or_default();
-        QueryError::Syntax { message, pointer }
-    }
-
-    /// True for errors in the SQL text itself (bad syntax, refused statements,
-    /// unknown tables or columns): the CLI exits with status 2 for those.
-    pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            QueryError::Syntax { .. }
-                | QueryError::Forbidden(_)
-                | QueryError::UnknownTable { .. }
-                | QueryError::Sql { .. }
-        )
-    }
-}
-
-/// "... at Line: 3, Column: 14" -> (3, 14).
-fn position(message: &str) -> Option<(usize, usize)> {
-    let at = message.rfind("Line: ")?;
-    let rest = &message[at + 6..];
-    let (line, rest) = rest.split_once(", Column: ")?;
-    let column: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    Some((line.trim().parse().ok()?, column.parse().ok()?))
-}
 
 /// One input of a query: a TACH file, or what the Parquet exporter wrote
 /// ([`parquet_input`]).
@@ -371,9 +312,6 @@ impl QueryEngine {
 /// fill with all 64 bits (values above 2^63 exist), so it stays an unsigned 64-bit
 /// integer. The cast is a projection after the scan, so polars still pushes the columns
 /// a query uses, its filters and its LIMIT into the scan.
-/// The columns `signed` leaves unsigned; `semantics` widens arithmetic on them.
-pub(super) const UNSIGNED_COLUMNS: [&str; 1] = ["thread_id"];
-
 fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
     let schema = lf.collect_schema()?;
     let casts: Vec<Expr> = schema
@@ -566,12 +504,7 @@ mod unit {
     use super::*;
 
     #[test]
-    fn positions_and_wildcards() {
-        assert_eq!(
-            position("Expected: x, found: y at Line: 2, Column: 7"),
-            Some((2, 7))
-        );
-        assert_eq!(position("nothing"), None);
+    fn wildcards() {
         assert!(wildcard(b"*.bin", b"a.bin"));
         assert!(!wildcard(b"*.bin", b"a.bi"));
         assert!(wildcard(b"cpu_[a-c]?.bin", b"cpu_b1.bin"));

@@ -8,7 +8,7 @@ use std::io::Write;
 
 use polars::prelude::*;
 
-use super::{QueryError, Result};
+use super::error::{QueryError, Result};
 
 /// Output formats of `tach query`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,12 +22,13 @@ use std::sync::Arc;
 use polars::prelude::*;
 use rayon::prelude::*;
 
+use super::error::{QueryError, Result};
 use super::samples_parquet::{stored_samples_schema, stored_stack_counts_schema, ORIGIN_COLUMN};
 use super::schema::{
     is_grouped_column, samples_schema, schema_of, stack_counts_schema, stacks_schema,
     GROUPED_TABLE, TIMESTAMP_DTYPE, WEIGHT_COLUMN,
 };
-use super::{QueryError, Result, FILE_VALUE_KEY};
+use super::schema::{FILE_VALUE_KEY, SCHEMA_VERSION};
 
 /// The tables an export writes, in the order they are scanned.
 const WRITTEN: [&str; 4] = ["samples", "frames", "stacks", "stack_counts"];
@@ -499,7 +500,7 @@ fn check_columns(f: &Path, table: &str, want: &Schema, have: &Schema) -> Result<
                     f,
                     &format!(
                         "no column {name} (the {table} table of schema version {})",
-                        super::SCHEMA_VERSION
+                        SCHEMA_VERSION
                     ),
                 ))
             }

@@ -22,6 +22,10 @@ pub const SCHEMA_VERSION: u32 = 4;
 /// the footer instead of from the rows.
 pub const FILE_VALUE_KEY: &str = "tach.file";
 
+/// The columns SQL sees unsigned (`super::signed` casts every other unsigned integer
+/// column to a signed one); `semantics` widens arithmetic on them.
+pub(super) const UNSIGNED_COLUMNS: [&str; 1] = ["thread_id"];
+
 /// The SQL-visible type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {

@@ -31,7 +31,8 @@ use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserOptions};
 
 use super::ast::{function_name, has_aggregate, is_aggregate, FnVisitor};
-use super::{QueryError, UNSIGNED_COLUMNS};
+use super::error::QueryError;
+use super::schema::UNSIGNED_COLUMNS;
 
 /// What the rewrites ask of the engine: a scalar subquery's value as a SQL literal,
 /// and which output columns of a query are numbers (both None when it does not run).

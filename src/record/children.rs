@@ -287,7 +287,7 @@ impl Children {
     }
 }
 
-fn report(stats: super::RecordStats) {
+fn report(stats: super::sampler::RecordStats) {
     eprintln!("{}", stats.summary_line());
     if let Some(e) = stats.error {
         eprintln!("tach: error: {e}");

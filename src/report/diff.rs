@@ -19,7 +19,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{FrameKeys, GroupBy, Key, Keys, ReportError, Result};
+use super::error::{ReportError, Result};
+use super::keys::{FrameKeys, GroupBy, Key, Keys};
 use crate::tach::stack_table::StackTable;
 use crate::tach::{SampleFilter, TachFile};
 
@@ -43,7 +44,7 @@ impl Metric {
     pub const WHAT: &'static str = "metric";
 }
 
-super::named_value!(Metric);
+super::keys::named_value!(Metric);
 
 /// How `tach diff` and `tach.diff()` compare. The doc comments of the fields with flags
 /// are their `--help`; every default is [`DiffOptions::default`]'s (clap's

@@ -15,7 +15,8 @@ use std::io::Write;
 
 use inferno::flamegraph::{self, Options};
 
-use super::{FrameKeys, GroupBy, Keys, ReportError, Result};
+use super::error::{ReportError, Result};
+use super::keys::{FrameKeys, GroupBy, Keys};
 use crate::tach::{ProfileIndex, SampleFilter, TachFile};
 
 /// Parts per million: the unit of both sides' weights.

@@ -18,8 +18,8 @@ use crate::tach::filter::status::{
 };
 use crate::tach::{FrameEntry, MAX_STACK_DEPTH};
 
+use super::keys::{FrameKeys, FrameNames, Keys};
 use super::top::{report, Counted, Tally, TopOptions, TopReport};
-use super::{FrameKeys, FrameNames, Keys};
 
 /// A frame's names, copied out of the recorder's writer.
 #[derive(Debug, Clone)]

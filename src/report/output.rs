@@ -3,8 +3,9 @@
 use std::io::Write;
 
 use super::diff::DiffReport;
+use super::error::{ReportError, Result};
+use super::keys::{GroupBy, Key};
 use super::top::{TopReport, TopRow};
-use super::{GroupBy, Key, ReportError, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "record", derive(clap::ValueEnum))]

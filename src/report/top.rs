@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use super::{seconds_at, FrameKeys, GroupBy, Key, Keys, Result};
+use super::error::Result;
+use super::keys::{seconds_at, FrameKeys, GroupBy, Key, Keys};
 #[cfg(feature = "record")]
 use crate::names;
 use crate::tach::{ProfileIndex, SampleFilter, TachFile};
@@ -29,13 +30,13 @@ pub enum SortBy {
 
 impl SortBy {
     pub fn parse(name: &str) -> Result<Self> {
-        crate::names::parse(Self::WHAT, name).map_err(super::ReportError::Usage)
+        crate::names::parse(Self::WHAT, name).map_err(super::error::ReportError::Usage)
     }
     /// What a value is, in messages (`unknown sort 'x': use self, total, samples or name`).
     pub const WHAT: &'static str = "sort";
 }
 
-super::named_value!(SortBy);
+super::keys::named_value!(SortBy);
 
 /// How `tach top` and `Profile.top()` build the table. The doc comments are the flags'
 /// `--help`; the defaults are the types' own (clap's `default_value_t`, serde's

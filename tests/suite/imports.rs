@@ -4,21 +4,38 @@
 //! was broken by moving the shared item where it belongs. This check reads every file
 //! under `src/`, maps it to its module (`lib.rs` = the crate, `a/mod.rs` = `a`,
 //! `a/b.rs` = `a::b`), and draws an edge for every `crate::`, `super::` and `self::`
-//! path in `use` declarations and in code, and for a module's code that uses its child
-//! (`use child::X`, `child::f()`). A path names the file of the deepest module it goes
-//! through (`crate::a::b::Item` is the file of `a::b`); `super::` inside an inline
-//! `mod m { .. }` names the file's own module. Comments, strings, `mod` declarations and
-//! `#[cfg(test)]` items are not read: tests may use `super::*`.
+//! path in `use` declarations (re-exports included) and in code, and for a module's
+//! code that uses its child (`use child::X`, `pub use child::X`, `child::f()`). A path
+//! names the file of the deepest module it goes through (`crate::a::b::Item` is the
+//! file of `a::b`); `super::` inside an inline `mod m { .. }` names the file's own
+//! module. Comments, strings, `mod` declarations and `#[cfg(test)]` items are not read:
+//! tests may use `super::*`.
 //!
-//! A folder's `mod.rs` and its own files are one module split for reading (the parent
-//! holds the type and the facade, `pub use child::X`; the children add their parts and
-//! use the parent's items): edges between a `mod.rs` and its direct children are not
-//! counted. Every other edge is: between sibling files, between folders, and from any
-//! file to a module outside its folder. The strongly connected components of that graph
-//! are the loops.
+//! Every file is a node, a folder's `mod.rs` too: a `mod.rs` that re-exports or calls
+//! a child and a child that uses the `mod.rs`'s items (`super::Item`) are a loop. What
+//! the children share lives in a file of its own that both import; `mod.rs` keeps the
+//! `mod` declarations, the re-exports and the code that uses the children. The
+//! strongly connected components of that graph are the loops.
+//!
+//! One folder is not split that way yet: `record/sampler/`, whose children add methods
+//! to the `Sampler` that `mod.rs` defines with fields of the children's types. Its
+//! child -> `mod.rs` edges are listed in [`ALLOWED`], one by one, so that no other
+//! can appear; an entry that no longer makes an edge fails the check too, so the list
+//! only shrinks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// The edges (from, to) that are not counted, each still to be broken: the
+/// `record/sampler/` children's `super::Sampler` (and the constants beside it).
+const ALLOWED: &[(&str, &str)] = &[
+    ("record/sampler/async_stacks.rs", "record/sampler/mod.rs"),
+    ("record/sampler/native.rs", "record/sampler/mod.rs"),
+    ("record/sampler/pausing.rs", "record/sampler/mod.rs"),
+    ("record/sampler/resolution.rs", "record/sampler/mod.rs"),
+    ("record/sampler/session.rs", "record/sampler/mod.rs"),
+    ("record/sampler/threads.rs", "record/sampler/mod.rs"),
+];
 
 /// One file of `src/`: its module path and its text with comments, strings and test
 /// items removed.
@@ -250,12 +267,10 @@ fn expand_use(tree: &str) -> Vec<String> {
     out
 }
 
-/// Every module path in the code: the `crate::`, `super::` and `self::` paths of `use`
-/// declarations (braces expanded) and of code, and the re-exports of a child module
-/// (`pub use child::X`).
+/// Every module path in the code: the `crate::`, `super::`, `self::` and `child::` paths
+/// of `use` declarations (braces expanded, re-exports included) and of code.
 fn paths_in(code: &str, children: &BTreeSet<&str>) -> Vec<String> {
     let mut paths = Vec::new();
-    let mut reexports = Vec::new();
     let mut rest = String::with_capacity(code.len());
     let mut text = code;
     let word = |c: char| c.is_alphanumeric() || c == '_';
@@ -269,12 +284,7 @@ fn paths_in(code: &str, children: &BTreeSet<&str>) -> Vec<String> {
         }
         rest.push_str(&text[..at]);
         let tree = text[at + 4..end].trim().trim_start_matches("::");
-        let before = text[..at].trim_end();
-        if before.ends_with("pub") || (before.ends_with(')') && before.contains("pub(")) {
-            reexports.extend(expand_use(tree));
-        } else {
-            paths.extend(expand_use(tree));
-        }
+        paths.extend(expand_use(tree));
         text = &text[(end + 1).min(text.len())..];
     }
     rest.push_str(text);
@@ -315,25 +325,7 @@ fn paths_in(code: &str, children: &BTreeSet<&str>) -> Vec<String> {
         let first = first(p);
         matches!(first.as_str(), "crate" | "super" | "self") || children.contains(first.as_str())
     });
-    // A re-export of a child (`pub use child::X`, `pub use self::child::X`) is the
-    // module's facade: no edge.
-    reexports.retain(|p| matches!(first(p).as_str(), "crate" | "super"));
-    paths.extend(reexports);
     paths
-}
-
-/// Whether one of `a` and `b` is the other's direct child module, the parent being a
-/// folder's `mod.rs` (or `lib.rs`): the two are one module split for reading.
-fn parent_and_child(a: &[String], b: &[String], sources: &[Source]) -> bool {
-    let is_folder = |m: &[String]| {
-        m.is_empty()
-            || sources
-                .iter()
-                .any(|s| s.module == m && s.file.ends_with("mod.rs"))
-    };
-    let child_of = |c: &[String], p: &[String]| c.len() == p.len() + 1 && c.starts_with(p);
-    (child_of(b, a) && is_folder(a) && !a.is_empty())
-        || (child_of(a, b) && is_folder(b) && !b.is_empty())
 }
 
 /// The code with `super::` inside an inline `mod m { .. }` written `self::`: there it
@@ -443,13 +435,22 @@ fn loops(root: &Path) -> Vec<String> {
                 continue;
             };
             let j = files[&target];
-            if j != i && !parent_and_child(&src.module, &sources[j].module, &sources) {
+            if j != i {
                 edges[i].entry(j).or_default().insert(path);
             }
         }
     }
-    let adjacency: Vec<Vec<usize>> = edges.iter().map(|e| e.keys().copied().collect()).collect();
     let mut out = Vec::new();
+    for &(from, to) in ALLOWED {
+        let index = |file: &str| sources.iter().position(|s| s.file == file);
+        match (index(from), index(to)) {
+            (Some(i), Some(j)) if edges[i].remove(&j).is_some() => {}
+            _ => out.push(format!(
+                "{from} -> {to} is allowed but is no edge: take it off ALLOWED"
+            )),
+        }
+    }
+    let adjacency: Vec<Vec<usize>> = edges.iter().map(|e| e.keys().copied().collect()).collect();
     for component in strongly_connected(&adjacency) {
         if component.len() < 2 {
             continue;
@@ -560,6 +561,7 @@ fn the_import_reader_sees_what_makes_an_edge() {
             "super::a::B",
             "super::c",
             "super::c::D",
+            "child::Out",
             "child::Private",
             "crate::x::y::Z::new",
             "child::go"

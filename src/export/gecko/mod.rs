@@ -48,7 +48,8 @@
 
 //!
 //! ## Where things are
-//! `mod.rs` the exporter and the sequential pass; `thread.rs` one thread's tables (one
+//! `mod.rs` the exporter and the sequential pass; `event.rs` what the pass hands a
+//! thread and the numbers all parts share; `thread.rs` one thread's tables (one
 //! struct per table, as the processed format has them) and its replay of samples;
 //! `strings.rs` the threads' strings and their merge into the shared array;
 //! `write.rs` the JSON text.
@@ -57,61 +58,26 @@ use std::io::Write;
 
 use rayon::prelude::*;
 
-use super::render::basename;
-use super::{write_error, ExportInput, Exporter, Result};
+use super::exporter::{write_error, ExportInput, Exporter, Result};
 use crate::tach::{RecordKind, TachFile};
 
+mod event;
 mod strings;
 mod thread;
 mod write;
 
 use super::pyjson::{push_float, push_str};
 use crate::tach::filter::status;
+use event::*;
 use strings::{LocalStrings, StringFacts, Strings};
 use thread::*;
 use write::{platform_system, push_list, push_thread};
 
 pub struct Gecko;
 
-/// Maps keyed by small integers: Fx hashing (rustc's), because SipHash's flood
-/// resistance buys nothing here and cost most of the export time.
-type Map<K, V> = rustc_hash::FxHashMap<K, V>;
-
-const CATEGORY_PYTHON: u8 = 1;
-const CATEGORY_NATIVE: u8 = 2;
-const CATEGORY_GC: u8 = 3;
-const CATEGORY_GIL: u8 = 4;
-const CATEGORY_CPU: u8 = 5;
-const CATEGORY_CODE_TYPE: u8 = 6;
-const CATEGORY_EXCEPTION: u8 = 8;
-
-const NONE: u32 = u32::MAX;
-
 /// `meta` up to (not including) `interval` is not needed; these are CPython's
 /// constant members after `startTime`, split around the host-dependent ones.
 const CATEGORIES: &str = r#"[{"name":"Other","color":"grey","subcategories":["Other"]},{"name":"Python","color":"yellow","subcategories":["Other"]},{"name":"Native","color":"blue","subcategories":["Other"]},{"name":"GC","color":"orange","subcategories":["Other"]},{"name":"GIL","color":"green","subcategories":["Other"]},{"name":"CPU","color":"purple","subcategories":["Other"]},{"name":"Code Type","color":"red","subcategories":["Other"]},{"name":"Opcodes","color":"magenta","subcategories":["Other"]},{"name":"Exception","color":"lightblue","subcategories":["Other"]}]"#;
-
-/// A kept sample as the sequential pass hands it to its thread.
-struct Event {
-    /// The sample's place among all kept samples: strings are ordered by first use.
-    seq: u64,
-    /// Microseconds from the first kept sample (`now` in ms is this / 1000).
-    delta_us: i64,
-    /// The decoder slot (one per thread and interpreter).
-    slot: u32,
-    /// How many frames this sample appended to the thread's `pending_frames`, or
-    /// [`SAME`] when the slot's stack did not change since its previous sample.
-    frames: u32,
-    status: u8,
-}
-
-const SAME: u32 = u32::MAX;
-
-/// A time in ms from microseconds, as CPython computes it (`(ts - base) / 1000`).
-#[inline]
-fn ms(delta_us: i64) -> f64 {
-    delta_us as f64 / 1000.0
-}
 
 /// Kept samples handed to the threads before they are replayed (on all cores): this
 /// bounds the memory the hand-over holds.

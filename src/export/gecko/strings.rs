@@ -1,7 +1,9 @@
 //! The Gecko profile's one string array: each thread numbers its strings by first use,
 //! and the arrays are merged by the sample that first used each (CPython's order).
 
-use super::*;
+use super::event::{Map, NONE};
+use crate::export::render::basename;
+use crate::tach::TachFile;
 
 /// A string a thread uses, named before the shared array exists.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,7 +119,7 @@ impl StringFacts {
                 .collect(),
             gc: strings.iter().map(|s| &**s == "<GC>").collect(),
             python: strings.iter().map(|s| is_python(s)).collect(),
-            native_frame: crate::export::walked_native_frames(file),
+            native_frame: crate::export::exporter::walked_native_frames(file),
         }
     }
 }

@@ -2,9 +2,10 @@
 //! format, and the replay of its samples into them (CPython's `_process_stack` and
 //! marker tracking).
 
+use super::event::*;
 use super::strings::{LocalStrings, StrKey, StringFacts};
-use super::*;
 use crate::tach::filter::status;
+use crate::tach::TachFile;
 
 /// The open/closed marker states of one thread: start times of open intervals.
 #[derive(Default)]

@@ -3,8 +3,8 @@
 use std::io::Write;
 
 use super::super::pyjson::{push_float, push_i64, push_u64};
+use super::event::NONE;
 use super::thread::Thread;
-use super::*;
 
 /// Python's `platform.system()` for this build's OS.
 pub(super) fn platform_system() -> &'static str {

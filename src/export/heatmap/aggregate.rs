@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::export::exporter::{ExportInput, Result};
 use crate::export::render::{is_internal, lineno};
-use crate::export::{ExportInput, Result};
 use crate::tach::TachFile;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

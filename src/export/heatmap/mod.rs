@@ -30,7 +30,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::{write_error, ExportInput, Exporter, Result};
+use super::exporter::{write_error, ExportInput, Exporter, Result};
 use aggregate::{Counts, Heat};
 use source::SourceStatus;
 
@@ -45,8 +45,8 @@ impl Exporter for Heatmap {
     fn description(&self) -> &'static str {
         "line heatmap: one self-contained HTML page (source read now; see --source-root)"
     }
-    fn options(&self) -> &'static [super::FormatOption] {
-        &[super::FormatOption {
+    fn options(&self) -> &'static [super::exporter::FormatOption] {
+        &[super::exporter::FormatOption {
             name: "source-root",
             value_name: Some("OLD=NEW"),
             repeatable: true,

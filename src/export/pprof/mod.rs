@@ -46,8 +46,8 @@ use std::io::Write;
 use flate2::write::GzEncoder;
 use prost::Message;
 
+use super::exporter::{write_error, ExportError, ExportInput, Exporter, Result, StartTime};
 use super::render::{is_internal, lineno};
-use super::{write_error, ExportError, ExportInput, Exporter, Result, StartTime};
 use crate::tach::filter::status;
 use crate::tach::stack_table::StackTable;
 use crate::tach::ProfilingMode;
@@ -61,8 +61,8 @@ impl Exporter for Pprof {
     fn description(&self) -> &'static str {
         "pprof profile.proto (gzip): samples and time per stack, thread and status labels"
     }
-    fn options(&self) -> &'static [super::FormatOption] {
-        &[super::FormatOption {
+    fn options(&self) -> &'static [super::exporter::FormatOption] {
+        &[super::exporter::FormatOption {
             name: "start-time",
             value_name: Some("WHEN"),
             repeatable: false,
@@ -243,7 +243,7 @@ fn build(input: &ExportInput<'_>) -> Result<proto::Profile> {
     let mut location_ids: HashMap<(u64, i64), u64> = HashMap::new();
     let mut functions: Vec<proto::Function> = Vec::new();
     let mut locations: Vec<proto::Location> = Vec::new();
-    let native = super::walked_native_frames(file);
+    let native = super::exporter::walked_native_frames(file);
     let mut mapping_ids: HashMap<i64, u64> = HashMap::new();
     let mut mappings: Vec<proto::Mapping> = Vec::new();
     let mut stack_locations: Vec<Option<Vec<u64>>> = vec![None; stacks.len()];

@@ -17,6 +17,7 @@
 //! [`MAX_OUTSIDE_PAGES`] one per [`RELOAD_INTERVAL`].
 
 mod dwarf;
+mod error;
 #[cfg(fuzzing)]
 pub(crate) mod fuzzing;
 mod module;
@@ -33,8 +34,9 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 
 use crate::record::process::memory::MemoryReader;
+pub use error::NativeError;
 use module::{FileCache, LoadedFile, SectionData};
-pub(crate) use regs::registers;
+pub(crate) use regs::{registers, Registers};
 use splice::NativeKind;
 
 /// Native frames walked per thread and sample (the file keeps the innermost 256 of the
@@ -52,31 +54,6 @@ const MAX_OUTSIDE_PAGES: usize = 256;
 /// How long a page stays known as outside every module (a library may be loaded there
 /// later).
 const OUTSIDE_MEMORY: Duration = Duration::from_secs(10);
-
-/// Why native stacks cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum NativeError {
-    #[error("cannot read /proc/{pid}/maps: {source}")]
-    Maps {
-        pid: i32,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {what}")]
-    Module { path: String, what: String },
-    #[error("thread {tid}: cannot read its registers: {}", std::io::Error::from_raw_os_error(*errno))]
-    Registers { tid: i32, errno: i32 },
-    #[error("native stacks are read on x86-64 Linux only")]
-    Unsupported,
-}
-
-/// The registers a walk starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Registers {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-}
 
 /// What the native side of a recording did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

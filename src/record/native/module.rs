@@ -14,7 +14,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
-use super::NativeError;
+use super::error::NativeError;
 pub(super) use crate::record::process::maps::{parse_maps, Mapping};
 
 /// Files loaded per process.

@@ -1,6 +1,14 @@
 //! A stopped thread's registers (`PTRACE_GETREGS`): where its native walk starts.
 
-use super::{NativeError, Registers};
+use super::error::NativeError;
+
+/// The registers a walk starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Registers {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
 
 /// The instruction, stack and frame pointers of thread `tid`, which must be in a ptrace
 /// stop of ours (seized and interrupted by the sampler's thread).
