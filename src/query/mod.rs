@@ -26,6 +26,7 @@ pub(crate) mod samples_parquet;
 mod schema;
 mod semantics;
 pub(crate) mod tables;
+mod wall_time;
 mod windows;
 
 use std::path::{Path, PathBuf};

@@ -117,7 +117,11 @@ impl DiffOptions {
             // Built through --since/--until's parser: the errors name the base options.
             match e {
                 FilterError::WallTime { what, value } => FilterError::WallTime {
-                    what: if what == "since" { "base-since" } else { "base-until" },
+                    what: if what == "since" {
+                        "base-since"
+                    } else {
+                        "base-until"
+                    },
                     value,
                 },
                 FilterError::EmptyWallWindow { since, until } => {

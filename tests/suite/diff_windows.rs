@@ -138,5 +138,8 @@ fn diff_compares_two_windows_of_one_segment_directory() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains(&b1) && err.contains(&b0), "{err}");
-    assert!(err.contains("--base-since") && err.contains("--base-until"), "{err}");
+    assert!(
+        err.contains("--base-since") && err.contains("--base-until"),
+        "{err}"
+    );
 }

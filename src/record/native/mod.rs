@@ -334,7 +334,7 @@ impl NativeUnwinder {
                     .unwind_frame(addr, &mut unwind_regs, &mut self.cache, &mut read_stack)
             }));
             let Ok(step) = step else {
-                self.cache = Box::new(CacheX86_64::new());
+                *self.cache = CacheX86_64::new();
                 break true;
             };
             match step {
