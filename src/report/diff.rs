@@ -100,13 +100,13 @@ impl DiffOptions {
     /// window is `base_since`/`base_until` when either is given, `spec`'s otherwise.
     pub fn side_filters(
         &self,
-        spec: &super::FilterSpec,
+        spec: &super::spec::FilterSpec,
     ) -> std::result::Result<(SampleFilter, SampleFilter), crate::tach::filter::FilterError> {
         let new = spec.build()?;
         if self.base_since.is_none() && self.base_until.is_none() {
             return Ok((new.clone(), new));
         }
-        let base = super::FilterSpec {
+        let base = super::spec::FilterSpec {
             since: self.base_since.clone(),
             until: self.base_until.clone(),
             ..spec.clone()
