@@ -84,6 +84,14 @@ fn serde_fills_the_specs_with_the_same_defaults_and_names() {
     assert!(!field_names::<DiffOptions>().contains(&"seed"));
     assert_eq!(
         field_names::<DiffOptions>(),
-        ["by", "metric", "alpha", "min_share", "min_change"]
+        [
+            "by",
+            "metric",
+            "alpha",
+            "min_share",
+            "min_change",
+            "base_since",
+            "base_until"
+        ]
     );
 }

@@ -46,7 +46,7 @@ def known_keywords(call):
 def test_the_specs_list_their_fields():
     assert FIELDS["filter"] == ["threads", "start", "end", "since", "until", "status"]
     assert {"by", "sort", "limit", "per_file"} == set(FIELDS["top"])
-    assert {"by", "metric", "alpha", "min_share", "min_change"} == set(FIELDS["diff"])
+    assert {"by", "metric", "alpha", "min_share", "min_change", "base_since", "base_until"} == set(FIELDS["diff"])
     assert {"output", "rate", "mode", "all_threads", "native"} <= set(FIELDS["record"])
 
 
