@@ -43,7 +43,15 @@ fn utc_literal(e: &Expr) -> Option<Expr> {
     if !(t.len() >= 10 && t.as_bytes()[4] == b'-' && t.as_bytes()[7] == b'-') {
         return None;
     }
-    let us = crate::report::spec::parse_wall_time(t, 0)?;
+    // A date alone is its midnight, as in DuckDB.
+    let midnight;
+    let t = if t.len() == 10 {
+        midnight = format!("{t} 00:00");
+        midnight.as_str()
+    } else {
+        t
+    };
+    let us = crate::tach::filter::parse_wall_time(t, 0)?;
     let utc = chrono::DateTime::from_timestamp_micros(us)?;
     parse_expr(&format!("'{}'", utc.format("%Y-%m-%d %H:%M:%S%.6f"))).ok()
 }

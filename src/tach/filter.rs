@@ -299,6 +299,68 @@ impl BoundFilter<'_> {
     }
 }
 
+/// A `--since`/`--until` time in µs since the Unix epoch: ISO 8601 / RFC 3339 with or
+/// without an offset (none: UTC; `T` or a space between date and time), or a time of
+/// day (`HH:MM`, `HH:MM:SS`, `HH:MM:SS.frac`, then optionally `Z` or `±HH:MM`) on the
+/// day `now_us` falls on at that offset (UTC without one).
+pub(crate) fn parse_wall_time(text: &str, now_us: i64) -> Option<i64> {
+    use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime};
+    let text = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Some(t.timestamp_micros());
+    }
+    let (body, offset) = split_offset(text)?;
+    const DATE_TIMES: [&str; 6] = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ];
+    let local = DATE_TIMES
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(body, f).ok())
+        .or_else(|| {
+            let time = ["%H:%M:%S%.f", "%H:%M:%S", "%H:%M"]
+                .iter()
+                .find_map(|f| NaiveTime::parse_from_str(body, f).ok())?;
+            // Today at that offset.
+            let local_now = now_us.checked_add(offset as i64 * 1_000_000)?;
+            let days = local_now.div_euclid(86_400_000_000);
+            let date = NaiveDate::from_ymd_opt(1970, 1, 1)?
+                .checked_add_signed(chrono::Duration::days(days))?;
+            Some(date.and_time(time))
+        })?;
+    let zone = FixedOffset::east_opt(offset)?;
+    Some(local.and_local_timezone(zone).single()?.timestamp_micros())
+}
+
+/// Splits a trailing `Z` or `±HH:MM` (or `±HHMM`) off a time: the rest and the offset
+/// in seconds east of UTC (0 without one).
+fn split_offset(text: &str) -> Option<(&str, i32)> {
+    if let Some(body) = text.strip_suffix(['Z', 'z']) {
+        return Some((body, 0));
+    }
+    // An offset's sign comes after the time of day (a date's dashes come before it).
+    let time_at = text.find(':').map_or(text.len(), |c| c.saturating_sub(2));
+    let Some(sign_at) = text[time_at..].rfind(['+', '-']).map(|i| i + time_at) else {
+        return Some((text, 0));
+    };
+    let (body, off) = text.split_at(sign_at);
+    let sign = if off.starts_with('-') { -1 } else { 1 };
+    let digits: String = off[1..].chars().filter(|c| *c != ':').collect();
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let hours: i32 = digits[..2].parse().ok()?;
+    let minutes: i32 = digits[2..].parse().ok()?;
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    Some((body.trim_end(), sign * (hours * 3600 + minutes * 60)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

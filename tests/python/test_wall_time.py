@@ -249,6 +249,11 @@ def test_sql_compares_wall_time_with_a_string_and_truncates_it_as_duckdb(segment
             got = query(sql, *paths)[0]["n"]
             assert got == duck(sql)[0][0], (where, got)
             assert 0 < got < len(walls) or "=" in where, (where, got)
+    # A date alone is its midnight (UTC), on either side.
+    day = walls[0][:10]
+    for where in [f"wall_time >= '{day}'", f"'{day}' <= wall_time", f"wall_time < '{day}'"]:
+        sql = f"select count(*) as n from samples where {where}"
+        assert query(sql, *paths)[0]["n"] == duck(sql)[0][0], where
 
     for unit in ["second", "minute", "hour", "day"]:
         sql = (f"select date_trunc('{unit}', wall_time) as t, count(*) as n from samples "
