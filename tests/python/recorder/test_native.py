@@ -422,21 +422,28 @@ def test_native_faults_end_walks_and_are_counted(tmp_path, where):
     # The recursion: its innermost frames are kept (the file keeps 256), the rest cut.
     deep = share(lambda f: f.count("recurse") >= 200)
     # JIT code: named by its address, right under the Python caller (the callers in
-    # between cannot be found without unwind rules); nothing after it.
+    # between cannot be found without unwind rules); nothing after it. A sample taken while
+    # jit_code itself runs (ctypes preparing the call, inside the interpreter) ends at
+    # jit_code, with the whole walk up to libc's start behind it: CI saw one in 810.
     jit = [f for f, _ in stacks if "jit_code" in f]
     address = re.compile(r"^0x[0-9a-f]+$")
-    assert jit and all(len(f) == f.index("jit_code") + 2 and address.match(f[-1]) for f in jit), \
-        jit[:5]
+
+    def in_jit(f):
+        return len(f) == f.index("jit_code") + 2 and address.match(f[-1])
+
+    assert jit and all(in_jit(f) or f[-1] == "jit_code" for f in jit), jit[:5]
+    assert any(in_jit(f) for f in jit), jit[:5]
+    in_jit_share = share(lambda f: "jit_code" in f and in_jit(f))
     # The unloaded library's function, and the C signal handler's.
     unloaded = share(lambda f: in_order(f, "unloaded_library", "spin"))
     handler = share(lambda f: in_order(f, "on_signal", "spin"))
     print(f"{where}: {total} samples, {errors:.2f}% ticks with errors, {cut} of {walks} walks "
-          f"cut short; recursion {deep:.0%}, JIT {share(lambda f: 'jit_code' in f):.0%}, "
+          f"cut short; recursion {deep:.0%}, JIT {in_jit_share:.0%}, "
           f"unloaded library {unloaded:.0%}, signal handler {handler:.0%}", file=sys.stderr)
     assert deep > 0.05 and unloaded > 0 and handler > 0, (deep, unloaded, handler)
     # Every recursion sample and every JIT sample is a walk that could not go on: each
     # is counted among the ticks with errors.
-    assert cut >= (deep + share(lambda f: "jit_code" in f)) * total * 0.95, (cut, deep)
+    assert cut >= (deep + in_jit_share) * total * 0.95, (cut, deep)
     assert errors >= 100.0 * cut / walks * 0.9, (errors, cut, walks)
 
 
