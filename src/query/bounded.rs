@@ -20,8 +20,11 @@ use std::sync::Arc;
 
 use polars::prelude::*;
 
+use polars::sql::SQLContext;
+
 use super::parquet_input::ParquetInput;
-use super::schema::{sample_groups_schema, GROUPED_TABLE, WEIGHT_COLUMN};
+use super::partial::{Partial, PARTIALS_TABLE};
+use super::schema::{sample_groups_schema, signed, GROUPED_TABLE, WEIGHT_COLUMN};
 use super::tables::{self, Source};
 use crate::tach::TachFile;
 
@@ -35,8 +38,8 @@ enum Group {
     /// TACH files, reopened when the group is scanned: what a scan decodes is cached
     /// in its [`Source`], and the engine's own sources would keep every file's.
     Tach(Vec<Arc<Source>>),
-    /// The grouped table over some of a Parquet input's partitions.
-    Parquet(Box<LazyFrame>),
+    /// Some of a Parquet input's partitions.
+    Parquet(Box<ParquetInput>),
 }
 
 /// The grouped table over `groups`, computed group by group when scanned.
@@ -44,10 +47,7 @@ struct BoundedGroups(Vec<Group>);
 
 /// The groups of at most `per` profiles over the inputs, in order (TACH files that
 /// follow each other share groups).
-pub(super) fn grouped_table<'a>(
-    inputs: impl IntoIterator<Item = Input<'a>>,
-    per: usize,
-) -> PolarsResult<LazyFrame> {
+fn groups<'a>(inputs: impl IntoIterator<Item = Input<'a>>, per: usize) -> Vec<Group> {
     let per = per.max(1);
     let mut groups = Vec::new();
     let mut tach: Vec<Arc<Source>> = Vec::new();
@@ -61,9 +61,9 @@ pub(super) fn grouped_table<'a>(
             }
             Input::Parquet(p) => {
                 groups.extend(
-                    p.grouped_parts(per)?
+                    p.groups(per)
                         .into_iter()
-                        .map(|lf| Group::Parquet(Box::new(lf))),
+                        .map(|g| Group::Parquet(Box::new(g))),
                 );
             }
         }
@@ -71,14 +71,51 @@ pub(super) fn grouped_table<'a>(
     if !tach.is_empty() {
         groups.push(Group::Tach(tach));
     }
+    groups
+}
+
+/// The grouped samples table over the inputs, computed `per` profiles at a time when
+/// scanned.
+pub(super) fn grouped_table<'a>(
+    inputs: impl IntoIterator<Item = Input<'a>>,
+    per: usize,
+) -> PolarsResult<LazyFrame> {
     LazyFrame::anonymous_scan(
-        Arc::new(BoundedGroups(groups)),
+        Arc::new(BoundedGroups(groups(inputs, per))),
         ScanArgsAnonymous {
             schema: Some(Arc::new(sample_groups_schema())),
             name: "tach samples grouped, a group of profiles at a time",
             ..Default::default()
         },
     )
+}
+
+/// The partial rows of a split query ([`Partial`]) over the inputs, computed `per`
+/// profiles at a time when scanned and combined as they come; None when the inner
+/// query cannot be planned.
+pub(super) fn partial_rows<'a>(
+    inputs: impl IntoIterator<Item = Input<'a>>,
+    per: usize,
+    split: &Partial,
+) -> Option<LazyFrame> {
+    let groups = groups(inputs, per);
+    let schema = inner_rows(groups.first()?, &split.inner)
+        .ok()?
+        .collect_schema()
+        .ok()?;
+    LazyFrame::anonymous_scan(
+        Arc::new(PartialGroups {
+            groups,
+            split: split.clone(),
+            schema: schema.clone(),
+        }),
+        ScanArgsAnonymous {
+            schema: Some(schema),
+            name: "tach partial aggregates, a group of profiles at a time",
+            ..Default::default()
+        },
+    )
+    .ok()
 }
 
 /// An input as [`grouped_table`] sees it.
@@ -88,13 +125,13 @@ pub(super) enum Input<'a> {
 }
 
 impl Group {
-    /// This group's grouped table.
-    fn table(&self) -> PolarsResult<LazyFrame> {
+    /// Table `name` over this group.
+    fn table(&self, name: &str) -> PolarsResult<LazyFrame> {
         match self {
-            Group::Parquet(lf) => Ok(lf.as_ref().clone()),
+            Group::Parquet(p) => p.table(name),
             Group::Tach(sources) => {
                 let fresh: Vec<Arc<Source>> = sources.iter().map(reopened).collect();
-                tables::table(GROUPED_TABLE, &fresh)
+                tables::table(name, &fresh)
             }
         }
     }
@@ -156,7 +193,8 @@ impl AnonymousScan for BoundedGroups {
         let mut parts: Vec<DataFrame> = Vec::new();
         let (mut combined_rows, mut pending_rows) = (0, 0);
         for group in &self.0 {
-            let part = regrouped(group.table()?.select(columns.clone()), &keys).collect()?;
+            let part =
+                regrouped(group.table(GROUPED_TABLE)?.select(columns.clone()), &keys).collect()?;
             pending_rows += part.height();
             parts.push(part);
             if pending_rows > combined_rows.max(COMBINE_ROWS) {
@@ -193,4 +231,65 @@ fn combined(parts: Vec<DataFrame>, keys: &[PlSmallStr]) -> PolarsResult<DataFram
     }
     let lazy = parts.into_iter().map(DataFrame::lazy).collect::<Vec<_>>();
     regrouped(concat(lazy, UnionArgs::default())?, keys).collect()
+}
+
+/// The inner query of a split over one group: its partial rows.
+fn inner_rows(group: &Group, inner: &str) -> PolarsResult<LazyFrame> {
+    let ctx = SQLContext::new();
+    ctx.register("samples", signed(group.table("samples")?)?);
+    ctx.clone().execute(inner)
+}
+
+/// Partial rows combined: the combine query over them, in `schema`'s types.
+fn combined_partials(
+    parts: Vec<DataFrame>,
+    split: &Partial,
+    schema: &Schema,
+) -> PolarsResult<DataFrame> {
+    let lazy = parts.into_iter().map(DataFrame::lazy).collect::<Vec<_>>();
+    let ctx = SQLContext::new();
+    ctx.register(PARTIALS_TABLE, concat(lazy, UnionArgs::default())?);
+    let casts: Vec<Expr> = schema
+        .iter()
+        .map(|(name, dtype)| col(name.clone()).strict_cast(dtype.clone()))
+        .collect();
+    ctx.clone().execute(&split.combine)?.select(casts).collect()
+}
+
+/// A split query's partial rows over groups of profiles.
+struct PartialGroups {
+    groups: Vec<Group>,
+    split: Partial,
+    schema: SchemaRef,
+}
+
+impl AnonymousScan for PartialGroups {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn schema(&self, _: Option<usize>) -> PolarsResult<SchemaRef> {
+        Ok(self.schema.clone())
+    }
+    fn scan(&self, _: AnonymousScanArgs) -> PolarsResult<DataFrame> {
+        // As for the grouped table: partial rows wait until they outnumber the combined
+        // ones, then are combined with them.
+        let mut parts: Vec<DataFrame> = Vec::new();
+        let (mut combined_rows, mut pending_rows) = (0, 0);
+        for group in &self.groups {
+            let part = inner_rows(group, &self.split.inner)?.collect()?;
+            pending_rows += part.height();
+            parts.push(part);
+            if pending_rows > combined_rows.max(COMBINE_ROWS) {
+                let df = combined_partials(std::mem::take(&mut parts), &self.split, &self.schema)?;
+                combined_rows = df.height();
+                pending_rows = 0;
+                parts.push(df);
+            }
+        }
+        match parts.len() {
+            0 => Ok(DataFrame::empty_with_schema(&self.schema)),
+            1 => Ok(parts.pop().unwrap_or_default()),
+            _ => combined_partials(parts, &self.split, &self.schema),
+        }
+    }
 }

@@ -21,6 +21,7 @@ mod guard;
 pub(crate) mod opnames;
 pub mod output;
 mod parquet_input;
+mod partial;
 mod pushdown;
 pub(crate) mod samples_parquet;
 mod schema;
@@ -41,7 +42,7 @@ pub use error::{QueryError, Result};
 pub use opnames::opname;
 use parquet_input::ParquetInput;
 pub use pushdown::{rewrite as pushdown_rewrite, WEIGHT_COLUMN};
-use schema::UNSIGNED_COLUMNS;
+use schema::signed;
 pub use schema::{
     schema_markdown, tables as schema_tables, Column, ColumnType, Table, FILE_VALUE_KEY,
     SCHEMA_VERSION,
@@ -172,13 +173,7 @@ impl QueryEngine {
     /// inputs).
     pub fn table(&self, name: &str) -> Result<LazyFrame> {
         let lf = if name == pushdown::GROUPED_TABLE && self.profiles() > self.group_profiles {
-            bounded::grouped_table(
-                self.inputs.iter().map(|i| match i {
-                    Input::Tach(s) => bounded::Input::Tach(s),
-                    Input::Parquet(p) => bounded::Input::Parquet(p),
-                }),
-                self.group_profiles,
-            )
+            bounded::grouped_table(self.bounded_inputs(), self.group_profiles)
         } else {
             self.union(
                 |s| tables::table(name, std::slice::from_ref(s)),
@@ -223,7 +218,47 @@ impl QueryEngine {
             }
             same_output(&original, ctx.execute(&r.sql).ok()?)
         });
+        let rewritten = rewritten.or_else(|| self.by_groups(&sql, &original));
         Ok(rewritten.unwrap_or(original))
+    }
+
+    /// Over more profiles than the group size, a grouped aggregate over `samples` split
+    /// into partial aggregates computed a group of profiles at a time ([`partial`],
+    /// [`bounded`]), with the original's output columns and types; None when it does
+    /// not split.
+    fn by_groups(&self, sql: &str, original: &LazyFrame) -> Option<LazyFrame> {
+        if self.profiles() <= self.group_profiles {
+            return None;
+        }
+        let split = partial::rewrite(sql)?;
+        let rows = bounded::partial_rows(self.bounded_inputs(), self.group_profiles, &split)?;
+        let ctx = SQLContext::new();
+        ctx.register(partial::PARTIALS_TABLE, rows);
+        let answer = ctx.clone().execute(&split.outer).ok()?;
+        let want = original.clone().collect_schema().ok()?;
+        let have = answer.clone().collect_schema().ok()?;
+        if want.len() != have.len() {
+            return None;
+        }
+        // Combined counts and sums may come out wider than the original's types: the
+        // values are the same, so they take the original's names and types.
+        let columns: Vec<Expr> = have
+            .iter_names()
+            .zip(want.iter())
+            .map(|(h, (name, dtype))| {
+                col(h.clone())
+                    .strict_cast(dtype.clone())
+                    .alias(name.clone())
+            })
+            .collect();
+        same_output(original, answer.select(columns))
+    }
+
+    fn bounded_inputs(&self) -> impl Iterator<Item = bounded::Input<'_>> {
+        self.inputs.iter().map(|i| match i {
+            Input::Tach(s) => bounded::Input::Tach(s),
+            Input::Parquet(p) => bounded::Input::Parquet(p),
+        })
     }
 
     /// The SQL text polars runs for `sql`: checked, with SQL's semantics and the forms
@@ -304,29 +339,6 @@ impl QueryEngine {
             .describe_optimized_plan()
             .map_err(|e| sql_error(sql, e))
     }
-}
-
-/// `lf` with every unsigned integer column but `thread_id` cast to a signed 64-bit one:
-/// how SQL sees the tables. polars' arithmetic keeps an unsigned type unsigned and wraps
-/// (`min(depth) - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never
-/// true); SQL's integers are signed. `thread_id` is an identifier that real recordings
-/// fill with all 64 bits (values above 2^63 exist), so it stays an unsigned 64-bit
-/// integer. The cast is a projection after the scan, so polars still pushes the columns
-/// a query uses, its filters and its LIMIT into the scan.
-fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
-    let schema = lf.collect_schema()?;
-    let casts: Vec<Expr> = schema
-        .iter()
-        .filter(|(name, dtype)| {
-            dtype.is_unsigned_integer() && !UNSIGNED_COLUMNS.contains(&name.as_str())
-        })
-        .map(|(name, _)| col(name.clone()).strict_cast(DataType::Int64))
-        .collect();
-    Ok(if casts.is_empty() {
-        lf
-    } else {
-        lf.with_columns(casts)
-    })
 }
 
 /// `rewritten` with `original`'s column names, when it has the same number of

@@ -310,14 +310,14 @@ impl ParquetInput {
         })
     }
 
-    /// The grouped samples table of this input as tables over at most `per` partitions
-    /// each, in order (`super::bounded` scans them one at a time).
-    pub fn grouped_parts(&self, per: usize) -> PolarsResult<Vec<LazyFrame>> {
+    /// This input as inputs of at most `per` partitions each, in order
+    /// (`super::bounded` scans them one at a time).
+    pub fn groups(&self, per: usize) -> Vec<ParquetInput> {
         let per = per.max(1);
         let n = self.files.iter().map(Vec::len).max().unwrap_or(0);
         (0..n)
             .step_by(per)
-            .map(|start| self.partitions(start..start + per).table(GROUPED_TABLE))
+            .map(|start| self.partitions(start..start + per))
             .collect()
     }
 

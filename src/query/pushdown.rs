@@ -325,7 +325,7 @@ fn applies_to(select: &Select) -> Option<String> {
 
 /// The one table a plain SELECT reads (no join, table function, hints, ...) and the
 /// qualifier that names it (its alias, else its name).
-fn single_table(select: &Select) -> Option<(String, String)> {
+pub(super) fn single_table(select: &Select) -> Option<(String, String)> {
     let plain = select.top.is_none()
         && select.exclude.is_none()
         && select.into.is_none()

@@ -5,7 +5,9 @@
 //! tables), the Python package (its DataFrames are these tables) and the "Tables"
 //! section of docs/query.md, which a test regenerates and compares.
 
-use polars::prelude::{DataType, Field, Schema, TimeUnit, TimeZone, IDX_DTYPE};
+use polars::prelude::{
+    DataType, Expr, Field, LazyFrame, PolarsResult, Schema, TimeUnit, TimeZone, IDX_DTYPE,
+};
 
 use crate::tach::filter::status;
 
@@ -441,4 +443,27 @@ mod tests {
             );
         }
     }
+}
+
+/// `lf` with every unsigned integer column but `thread_id` cast to a signed 64-bit one:
+/// how SQL sees the tables. polars' arithmetic keeps an unsigned type unsigned and wraps
+/// (`min(depth) - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never
+/// true); SQL's integers are signed. `thread_id` is an identifier that real recordings
+/// fill with all 64 bits (values above 2^63 exist), so it stays an unsigned 64-bit
+/// integer. The cast is a projection after the scan, so polars still pushes the columns
+/// a query uses, its filters and its LIMIT into the scan.
+pub fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
+    let schema = lf.collect_schema()?;
+    let casts: Vec<Expr> = schema
+        .iter()
+        .filter(|(name, dtype)| {
+            dtype.is_unsigned_integer() && !UNSIGNED_COLUMNS.contains(&name.as_str())
+        })
+        .map(|(name, _)| polars::prelude::col(name.clone()).strict_cast(DataType::Int64))
+        .collect();
+    Ok(if casts.is_empty() {
+        lf
+    } else {
+        lf.with_columns(casts)
+    })
 }

@@ -1,7 +1,8 @@
-//! Count queries over many profiles: the grouped samples table computed a group of
-//! profiles at a time (`QueryEngine::with_group_profiles`, what bounds the memory of a
-//! query over a fleet) gives the same rows as one scan of every input, over TACH files,
-//! over their dataset and over both at once.
+//! Queries over many profiles computed a group of profiles at a time
+//! (`QueryEngine::with_group_profiles`, what bounds the memory of a query over a fleet)
+//! give the same rows as one scan of every input, over TACH files, over their dataset
+//! and over both at once: count queries from the grouped samples table, and other
+//! grouped aggregates over `samples` from partial aggregates.
 
 use std::path::PathBuf;
 
@@ -20,6 +21,21 @@ const QUERIES: [&str; 7] = [
     "select s.status, count(*) as n from samples as s where s.funcname is not null group by s.status order by s.status",
     "select depth, count(*) as n from samples group by depth having count(*) > 10 order by depth",
     "select 1 as one, count(*) as n from samples group by one",
+];
+
+/// Grouped aggregates the count pushdown cannot answer (per-sample columns, sums,
+/// averages), split into partial aggregates: per second of one function, per thread
+/// with every aggregate that splits, one row without GROUP BY, HAVING on an aggregate
+/// not selected, ORDER BY an aggregate, wall-clock seconds, keys by position.
+const SAMPLES_QUERIES: [&str; 8] = [
+    "select cast(floor(time_s) as bigint) as sec, count(*) as n from samples where depth > 3 group by sec order by sec",
+    "select thread_id, count(*) as n, sum(depth) as s, avg(depth) as a, min(time_s) as first, max(timestamp_us) as last from samples group by thread_id order by thread_id",
+    "select count(*), sum(depth), avg(depth), max(time_s), min(funcname) from samples where has_gil",
+    "select funcname, max(time_s) as last from samples group by funcname having sum(depth) > 100 order by last desc, funcname limit 20",
+    "select thread_id, count(*) from samples where time_s < 1 group by thread_id order by count(*) desc, thread_id",
+    "select date_trunc('second', wall_time) as t, count(*) as n from samples group by t order by t",
+    "select file, on_cpu, count(sample) as n, max(sample) as m from samples group by 1, 2 order by 1, 2",
+    "select filename, lineno, count(*) * 2 + 1 as odd from samples where lineno is not null group by filename, lineno order by odd desc, filename, lineno limit 15",
 ];
 
 /// One scan of the bounded grouped table (`src/query/bounded.rs`), where one scan of
@@ -52,10 +68,28 @@ fn assert_bounded_is_the_same(inputs: &[PathBuf], what: &str) {
             "{what}: {sql}\none scan:\n{a}\ngroups of 4:\n{b}"
         );
     }
+    for sql in SAMPLES_QUERIES {
+        let plan = bounded.explain(sql).unwrap();
+        assert!(is_bounded(&plan), "{what}: {sql}\n{plan}");
+        let plan = whole.explain(sql).unwrap();
+        assert!(!is_bounded(&plan), "{what}: {sql}\n{plan}");
+        let a = whole
+            .run(sql)
+            .unwrap_or_else(|e| panic!("{what}: {sql}\n{e}"));
+        let b = bounded
+            .run(sql)
+            .unwrap_or_else(|e| panic!("{what}: {sql}\n{e}"));
+        assert!(a.height() > 0, "{what}: {sql}: no rows, nothing compared");
+        assert_eq!(a.schema(), b.schema(), "{what}: {sql}");
+        assert!(
+            a.equals_missing(&b),
+            "{what}: {sql}\none scan:\n{a}\ngroups of 4:\n{b}"
+        );
+    }
 }
 
 #[test]
-fn count_queries_over_groups_of_profiles_equal_one_scan() {
+fn queries_over_groups_of_profiles_equal_one_scan() {
     let bins = golden_bins();
     assert_bounded_is_the_same(&bins, "TACH files");
 
