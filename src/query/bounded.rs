@@ -192,9 +192,10 @@ impl AnonymousScan for BoundedGroups {
         // row is combined a few times, not once per group.
         let mut parts: Vec<DataFrame> = Vec::new();
         let (mut combined_rows, mut pending_rows) = (0, 0);
-        for group in &self.0 {
-            let part =
-                regrouped(group.table(GROUPED_TABLE)?.select(columns.clone()), &keys).collect()?;
+        let part = |group: &Group| {
+            regrouped(group.table(GROUPED_TABLE)?.select(columns.clone()), &keys).collect()
+        };
+        in_order(&self.0, part, |part| {
             pending_rows += part.height();
             parts.push(part);
             if pending_rows > combined_rows.max(COMBINE_ROWS) {
@@ -203,7 +204,8 @@ impl AnonymousScan for BoundedGroups {
                 pending_rows = 0;
                 parts.push(df);
             }
-        }
+            Ok(())
+        })?;
         let mut df = if parts.is_empty() {
             regrouped(
                 DataFrame::empty_with_schema(&schema).lazy().select(columns),
@@ -219,6 +221,49 @@ impl AnonymousScan for BoundedGroups {
         }
         Ok(df)
     }
+}
+
+/// Groups scanned at once: a group's scan is mostly one core's work (opening and
+/// decoding its files one after another), so the cores take a group each.
+fn groups_at_once() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// `part` of every group, computed `groups_at_once()` groups at a time, handed to `take`
+/// in the groups' order (so that the combined rows, and a float's sum, are the same on
+/// every run); memory holds one batch of parts.
+fn in_order(
+    groups: &[Group],
+    part: impl Fn(&Group) -> PolarsResult<DataFrame> + Sync,
+    mut take: impl FnMut(DataFrame) -> PolarsResult<()>,
+) -> PolarsResult<()> {
+    let at_once = groups_at_once();
+    for batch in groups.chunks(at_once) {
+        let parts: Vec<PolarsResult<DataFrame>> = if batch.len() == 1 {
+            vec![part(&batch[0])]
+        } else {
+            std::thread::scope(|scope| {
+                let running: Vec<_> = batch
+                    .iter()
+                    .map(|group| scope.spawn(|| part(group)))
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|r| {
+                        r.join().unwrap_or_else(|_| {
+                            Err(PolarsError::ComputeError(
+                                "a group of profiles failed to scan (a panic)".into(),
+                            ))
+                        })
+                    })
+                    .collect()
+            })
+        };
+        for p in parts {
+            take(p?)?;
+        }
+    }
+    Ok(())
 }
 
 /// Rows of partial tables combined at once, at least.
@@ -275,8 +320,8 @@ impl AnonymousScan for PartialGroups {
         // ones, then are combined with them.
         let mut parts: Vec<DataFrame> = Vec::new();
         let (mut combined_rows, mut pending_rows) = (0, 0);
-        for group in &self.groups {
-            let part = inner_rows(group, &self.split.inner)?.collect()?;
+        let part = |group: &Group| inner_rows(group, &self.split.inner)?.collect();
+        in_order(&self.groups, part, |part| {
             pending_rows += part.height();
             parts.push(part);
             if pending_rows > combined_rows.max(COMBINE_ROWS) {
@@ -285,7 +330,8 @@ impl AnonymousScan for PartialGroups {
                 pending_rows = 0;
                 parts.push(df);
             }
-        }
+            Ok(())
+        })?;
         match parts.len() {
             0 => Ok(DataFrame::empty_with_schema(&self.schema)),
             1 => Ok(parts.pop().unwrap_or_default()),
