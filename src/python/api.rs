@@ -109,8 +109,11 @@ pub struct NativeProfile {
 }
 
 impl NativeProfile {
-    fn file(&self) -> &TachFile {
-        &self.engine.sources()[0].file
+    /// The file (a profile's engine holds it open: this does not fail).
+    fn file(&self) -> PyResult<&TachFile> {
+        self.engine.sources()[0]
+            .file()
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 }
 
@@ -138,8 +141,8 @@ impl NativeProfile {
 
     /// Thread-samples, from the header.
     #[getter]
-    fn sample_count(&self) -> u64 {
-        self.file().header().sample_count
+    fn sample_count(&self) -> PyResult<u64> {
+        Ok(self.file()?.header().sample_count)
     }
 
     /// `tach info` for this file (decodes every sample): its `--json` document, its
@@ -147,7 +150,8 @@ impl NativeProfile {
     fn info(&self, py: Python<'_>) -> PyResult<InfoParts> {
         let engine = self.engine.clone();
         interruptible(py, None, move || -> Result<_, String> {
-            let info = FileInfo::gather(&engine.sources()[0].file).map_err(|e| e.to_string())?;
+            let info = FileInfo::gather(engine.sources()[0].file().map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
             let json = serde_json::to_string(&info).map_err(|e| e.to_string())?;
             Ok((json, info.to_string(), info.rows()))
         })?
@@ -213,7 +217,9 @@ impl NativeProfile {
                 }
                 None => {
                     let mut buf = Vec::new();
-                    let file = &engine.sources()[0].file;
+                    let file = engine.sources()[0]
+                        .file()
+                        .map_err(|e| export::ExportError::Unsupported(e.to_string()))?;
                     export::export_to(exporter, file, &filter, &options, &mut buf)?;
                     Ok(Some(buf))
                 }

@@ -12,7 +12,7 @@ use super::api::interruptible;
 use super::convert;
 use super::errors::{tach_error, TachError};
 use crate::report::{self, DiffOptions, FilterSpec, ReportError, TopOptions};
-use crate::tach::{SampleFilter, TachFile};
+use crate::tach::TachFile;
 
 fn report_error(e: ReportError) -> PyErr {
     match e {

@@ -26,7 +26,6 @@ use super::parquet_input::ParquetInput;
 use super::partial::{Partial, PARTIALS_TABLE};
 use super::schema::{sample_groups_schema, signed, GROUPED_TABLE, WEIGHT_COLUMN};
 use super::tables::{self, Source};
-use crate::tach::TachFile;
 
 /// Profiles scanned together: a TACH file, or one partition of a dataset (with its
 /// `stack_counts` file, about 100 KB of Parquet for a recording of 30,000 samples).
@@ -137,14 +136,10 @@ impl Group {
     }
 }
 
-/// A source with nothing decoded yet: the same file opened again. Engines of several
-/// sources open them from paths (`QueryEngine::open`); one that cannot be opened again
-/// is used as it is.
+/// A source with nothing decoded yet: the same file, opened when the group's scan
+/// reads it.
 fn reopened(s: &Arc<Source>) -> Arc<Source> {
-    match TachFile::open(s.file.path()) {
-        Ok(file) => Arc::new(Source::new(s.name.clone(), file)),
-        Err(_) => s.clone(),
-    }
+    Arc::new(Source::later(s.name.clone(), s.path().to_path_buf()))
 }
 
 /// `lf`'s rows grouped by `keys` (in first-seen order), weights summed.

@@ -11,6 +11,7 @@
 //! (`file`, `frame_id`).
 
 use std::any::Any;
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use polars::prelude::*;
@@ -32,11 +33,11 @@ use crate::tach::filter::status as flag;
 use crate::tach::index::StackTable;
 use crate::tach::{SampleFilter, TachFile};
 
-/// One opened input and what the scans share about it.
+/// One input and what the scans share about it.
 pub struct Source {
     /// The value of the `file` column.
     pub name: String,
-    pub file: TachFile,
+    file: SourceFile,
     frames: OnceLock<DataFrame>,
     /// Unique stacks and per-(stack, thread, status) counts, from one full decode
     /// shared by the `stacks`, `stack_counts` and grouped sample scans (polars may run
@@ -46,8 +47,26 @@ pub struct Source {
     pub(crate) origin: OnceLock<u64>,
 }
 
+/// A source's file: open, or opened on first use. A fleet's ten thousand files, each
+/// checked when the query starts, are not all held open: their string and frame
+/// tables (about 100 KB a file) would be, with nothing read from most of them.
+enum SourceFile {
+    Open(TachFile),
+    Later(PathBuf, OnceLock<Result<TachFile, String>>),
+}
+
 impl Source {
     pub fn new(name: String, file: TachFile) -> Self {
+        Self::with(name, SourceFile::Open(file))
+    }
+
+    /// A source whose file is opened when a scan first reads it (the caller has
+    /// checked it, or a scan reports the error).
+    pub fn later(name: String, path: PathBuf) -> Self {
+        Self::with(name, SourceFile::Later(path, OnceLock::new()))
+    }
+
+    fn with(name: String, file: SourceFile) -> Self {
         Source {
             name,
             file,
@@ -57,15 +76,36 @@ impl Source {
         }
     }
 
+    /// The file's path.
+    pub fn path(&self) -> &std::path::Path {
+        match &self.file {
+            SourceFile::Open(f) => f.path(),
+            SourceFile::Later(p, _) => p,
+        }
+    }
+
+    /// The file, opened now if it was not.
+    pub fn file(&self) -> PolarsResult<&TachFile> {
+        match &self.file {
+            SourceFile::Open(f) => Ok(f),
+            SourceFile::Later(path, once) => once
+                .get_or_init(|| TachFile::open(path).map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(|e| PolarsError::ComputeError(e.clone().into())),
+        }
+    }
+
     /// The frames table of this file, without the `file` column.
-    pub fn frames(&self) -> &DataFrame {
-        self.frames.get_or_init(|| frames_frame(&self.file))
+    pub fn frames(&self) -> PolarsResult<&DataFrame> {
+        let file = self.file()?;
+        Ok(self.frames.get_or_init(|| frames_frame(file)))
     }
 
     fn aggregate(&self) -> PolarsResult<Arc<StackCounts>> {
+        let file = self.file()?;
         self.aggregate
             .get_or_init(|| {
-                StackCounts::count(&self.file)
+                StackCounts::count(file)
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
@@ -281,10 +321,11 @@ pub fn for_each_samples_batch(
         (true, Some(&o)) => Origin::Known(o),
         (true, None) => Origin::Find,
     };
-    let frames = src.frames();
+    let frames = src.frames()?;
+    let file = src.file()?;
     let everything = SampleFilter::default();
     let end = pipeline(
-        &src.file,
+        file,
         &everything,
         origin,
         needs,
@@ -296,7 +337,7 @@ pub fn for_each_samples_batch(
                 name: &src.name,
                 frames,
                 origin_us: origin_us as i64,
-                wall_offset_us: wall_offset_us(&src.file),
+                wall_offset_us: wall_offset_us(file),
             };
             each(in_order(w, batch_columns(b, w, &ctx)?, rows)?)
         },
@@ -414,7 +455,7 @@ impl AnonymousScan for SampleGroupsScan {
             );
             cols.push(leaf.clone().into_series().into_column());
             let wanted = |c: &str| matches!(c, "funcname" | "filename" | "lineno") && w.has(c);
-            cols.extend(gather_frame_columns(src.frames(), &leaf, &wanted, &|c| {
+            cols.extend(gather_frame_columns(src.frames()?, &leaf, &wanted, &|c| {
                 c.to_string()
             })?);
         }
@@ -440,7 +481,7 @@ impl AnonymousScan for StacksScan {
     fn scan(&self, args: AnonymousScanArgs) -> PolarsResult<DataFrame> {
         let w = Wanted(args.with_columns.clone());
         let agg = self.0.aggregate()?;
-        let df = stacks_frame(&self.0.name, &agg.stacks, self.0.frames(), &w)?;
+        let df = stacks_frame(&self.0.name, &agg.stacks, self.0.frames()?, &w)?;
         first_rows(df, args.n_rows)
     }
 }
@@ -589,7 +630,7 @@ impl AnonymousScan for DistinctStacksScan {
         let has = |c: &str| self.columns.iter().any(|x| x == c);
         let agg = self.src.aggregate()?;
         let table = &agg.stacks;
-        let mut keys = FrameKeys::new(&self.src.file, &has);
+        let mut keys = FrameKeys::new(self.src.file()?, &has);
         let (by_stack, by_position, by_frame) = (has("stack_id"), has("position"), has("frame_id"));
         let mut seen: rustc_hash::FxHashSet<[u32; 4]> = Default::default();
         let (mut sid, mut pos, mut fid) = (Vec::new(), Vec::new(), Vec::new());
@@ -616,7 +657,7 @@ impl AnonymousScan for DistinctStacksScan {
         ];
         let ids = IdxCa::from_vec("frame_id".into(), fid);
         cols.extend(gather_frame_columns(
-            self.src.frames(),
+            self.src.frames()?,
             &ids,
             &|c| has(c) && w.has(c),
             &|c| c.to_string(),
@@ -695,8 +736,8 @@ impl AnonymousScan for StackCountsScan {
 }
 
 /// The `frames` table of one file.
-fn frames_lf(src: &Arc<Source>) -> LazyFrame {
-    frames_with_file(&src.name, src.frames()).lazy()
+fn frames_lf(src: &Arc<Source>) -> PolarsResult<LazyFrame> {
+    Ok(frames_with_file(&src.name, src.frames()?).lazy())
 }
 
 /// The `frames` table: the file's frames (see [`frames_frame`]) after a `file` column.
@@ -714,7 +755,7 @@ pub fn table(name: &str, sources: &[Arc<Source>]) -> PolarsResult<LazyFrame> {
         .map(|s| -> PolarsResult<LazyFrame> {
             Ok(match name {
                 "samples" => scan_lf(SamplesScan(s.clone()), samples_schema(), "tach samples")?,
-                "frames" => frames_lf(s),
+                "frames" => frames_lf(s)?,
                 "stacks" => scan_lf(StacksScan(s.clone()), stacks_schema(), "tach stacks")?,
                 "stack_counts" => scan_lf(
                     StackCountsScan(s.clone()),

@@ -175,8 +175,8 @@ impl PtracePauser {
     }
 }
 
-/// How long a `--native` pause spins for the stop before it sleeps between looks (a
-/// running thread stops within a few microseconds).
+/// How long a pause spins for the stop before it sleeps between looks (a running
+/// thread stops within a few microseconds).
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
 impl ThreadPause for PtracePauser {
@@ -238,8 +238,15 @@ impl ThreadPause for PtracePauser {
                 self.loose.push(tid);
                 return false;
             }
-            if !late || waited < SPIN_BEFORE_SLEEP {
+            if waited < SPIN_BEFORE_SLEEP {
                 std::hint::spin_loop();
+            } else if !late {
+                // Not stopped yet: the thread may wait for the CPU this loop spins on (2
+                // cores, the target and the sampler on one). Spinning on until the 2 ms
+                // timeout left it to stop after it and stay stopped until the next tick
+                // (12 ms of every 20 at 100 Hz, for seconds, measured). Yielding lets
+                // it run on this CPU, at no cost when it is on another.
+                std::thread::yield_now();
             } else {
                 // `--native`, not stopped yet: the thread waits for a CPU to take the
                 // stop on (more runnable threads than cores: `-a` stops OpenBLAS workers
