@@ -403,6 +403,29 @@ pub fn sample_groups_schema() -> Schema {
     Schema::from_iter(v)
 }
 
+/// `lf` with every unsigned integer column but `thread_id` cast to a signed 64-bit one:
+/// how SQL sees the tables. polars' arithmetic keeps an unsigned type unsigned and wraps
+/// (`min(depth) - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never
+/// true); SQL's integers are signed. `thread_id` is an identifier that real recordings
+/// fill with all 64 bits (values above 2^63 exist), so it stays an unsigned 64-bit
+/// integer. The cast is a projection after the scan, so polars still pushes the columns
+/// a query uses, its filters and its LIMIT into the scan.
+pub fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
+    let schema = lf.collect_schema()?;
+    let casts: Vec<Expr> = schema
+        .iter()
+        .filter(|(name, dtype)| {
+            dtype.is_unsigned_integer() && !UNSIGNED_COLUMNS.contains(&name.as_str())
+        })
+        .map(|(name, _)| polars::prelude::col(name.clone()).strict_cast(DataType::Int64))
+        .collect();
+    Ok(if casts.is_empty() {
+        lf
+    } else {
+        lf.with_columns(casts)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,27 +466,4 @@ mod tests {
             );
         }
     }
-}
-
-/// `lf` with every unsigned integer column but `thread_id` cast to a signed 64-bit one:
-/// how SQL sees the tables. polars' arithmetic keeps an unsigned type unsigned and wraps
-/// (`min(depth) - max(depth)` gives 4294967043 for -253, `frame_id - 10 < 0` is never
-/// true); SQL's integers are signed. `thread_id` is an identifier that real recordings
-/// fill with all 64 bits (values above 2^63 exist), so it stays an unsigned 64-bit
-/// integer. The cast is a projection after the scan, so polars still pushes the columns
-/// a query uses, its filters and its LIMIT into the scan.
-pub fn signed(mut lf: LazyFrame) -> PolarsResult<LazyFrame> {
-    let schema = lf.collect_schema()?;
-    let casts: Vec<Expr> = schema
-        .iter()
-        .filter(|(name, dtype)| {
-            dtype.is_unsigned_integer() && !UNSIGNED_COLUMNS.contains(&name.as_str())
-        })
-        .map(|(name, _)| polars::prelude::col(name.clone()).strict_cast(DataType::Int64))
-        .collect();
-    Ok(if casts.is_empty() {
-        lf
-    } else {
-        lf.with_columns(casts)
-    })
 }
