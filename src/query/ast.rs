@@ -5,10 +5,11 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Query, Visit, Visitor,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Query, Statement, Visit,
+    Visitor,
 };
 use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::{Parser, ParserError};
+use sqlparser::parser::{Parser, ParserError, ParserOptions};
 
 /// Aggregate functions polars' SQL knows (a window over one of these inside a grouped
 /// SELECT is refused).
@@ -56,6 +57,17 @@ pub(super) fn call_args(f: &Function) -> Option<Vec<String>> {
             _ => None,
         })
         .collect()
+}
+
+/// Parses `sql` as polars' SQL does (a trailing comma in a list is allowed).
+pub(super) fn parse_statements(sql: &str) -> Result<Vec<Statement>, ParserError> {
+    Parser::new(&GenericDialect)
+        .with_options(ParserOptions {
+            trailing_commas: true,
+            ..Default::default()
+        })
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_statements())
 }
 
 /// Parses the SQL expression a rewrite built.

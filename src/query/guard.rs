@@ -8,21 +8,13 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{ObjectName, Query, Select, SetExpr, Statement, TableFactor, Visit, Visitor};
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::{Parser, ParserOptions};
 
 use super::error::QueryError;
 
 /// Parses `sql` as polars does and checks it.
 pub fn check(sql: &str, tables: &[&str]) -> Result<(), QueryError> {
-    let statements = Parser::new(&GenericDialect)
-        .with_options(ParserOptions {
-            trailing_commas: true,
-            ..Default::default()
-        })
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statements())
-        .map_err(|e| QueryError::syntax(sql, e.to_string()))?;
+    let statements =
+        super::ast::parse_statements(sql).map_err(|e| QueryError::syntax(sql, e.to_string()))?;
     let statement = match statements.as_slice() {
         [one] => one,
         [] => {

@@ -27,8 +27,6 @@ use sqlparser::ast::{
     Expr, Function, GroupByExpr, Ident, OrderByKind, Query, SelectItem, SetExpr, Statement, Value,
     Visit, VisitMut, Visitor, VisitorMut,
 };
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::{Parser, ParserOptions};
 
 use super::ast::{call_args, function_name, has_window, is_aggregate, parse_expr};
 use super::pushdown::single_table;
@@ -72,14 +70,7 @@ impl Combine {
 
 /// The split query, or None when the rewrite does not apply (module docs).
 pub fn rewrite(sql: &str) -> Option<Partial> {
-    let statements = Parser::new(&GenericDialect)
-        .with_options(ParserOptions {
-            trailing_commas: true,
-            ..Default::default()
-        })
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statements())
-        .ok()?;
+    let statements = super::ast::parse_statements(sql).ok()?;
     let [Statement::Query(query)] = statements.as_slice() else {
         return None;
     };

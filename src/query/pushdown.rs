@@ -34,8 +34,6 @@ use sqlparser::ast::{
     ObjectName, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableFactor, Value,
     Visit, VisitMut, Visitor, VisitorMut,
 };
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::{Parser, ParserOptions};
 
 use super::schema::{is_grouped_column, stacks_schema};
 pub use super::schema::{GROUPED_TABLE, WEIGHT_COLUMN};
@@ -98,14 +96,7 @@ const REPEAT_FREE_AGGREGATES: [&str; 2] = ["min", "max"];
 /// to (or does not parse: polars then reports the error on the original text). `files`
 /// is how many files the query reads.
 pub fn rewrite(sql: &str, files: usize) -> Option<Rewritten> {
-    let mut statements = Parser::new(&GenericDialect)
-        .with_options(ParserOptions {
-            trailing_commas: true,
-            ..Default::default()
-        })
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statements())
-        .ok()?;
+    let mut statements = super::ast::parse_statements(sql).ok()?;
     let [Statement::Query(query)] = statements.as_mut_slice() else {
         return None;
     };
@@ -527,10 +518,7 @@ impl VisitorMut for CountToWeight {
 }
 
 fn weight_sum() -> Option<Expr> {
-    Parser::new(&GenericDialect)
-        .try_with_sql(&format!("sum({WEIGHT_COLUMN})"))
-        .and_then(|mut p| p.parse_expr())
-        .ok()
+    super::ast::parse_expr(&format!("sum({WEIGHT_COLUMN})")).ok()
 }
 
 #[cfg(test)]

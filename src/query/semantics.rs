@@ -27,8 +27,6 @@ use sqlparser::ast::{
     CastKind, DataType, Expr, FunctionArguments, GroupByExpr, Ident, OrderBy, OrderByKind, Query,
     Select, SelectItem, SetExpr, Statement, Visit, VisitMut, Visitor, VisitorMut,
 };
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::{Parser, ParserOptions};
 
 use super::ast::{function_name, has_aggregate, is_aggregate, FnVisitor};
 use super::error::QueryError;
@@ -49,14 +47,7 @@ pub struct Probes<'a> {
 /// error).
 pub fn apply(sql: &str, probes: Probes<'_>) -> Result<String, QueryError> {
     let Probes { scalar, numeric } = probes;
-    let Ok(mut statements) = Parser::new(&GenericDialect)
-        .with_options(ParserOptions {
-            trailing_commas: true,
-            ..Default::default()
-        })
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statements())
-    else {
+    let Ok(mut statements) = super::ast::parse_statements(sql) else {
         return Ok(sql.to_string());
     };
     let [Statement::Query(query)] = statements.as_mut_slice() else {
@@ -126,10 +117,7 @@ impl VisitorMut for ScalarSubqueries<'_, '_> {
                 None => with_ctes().and_then(|text| (self.scalar)(&text)),
             };
             if let Some(literal) = value {
-                if let Ok(value) = Parser::new(&GenericDialect)
-                    .try_with_sql(&literal)
-                    .and_then(|mut p| p.parse_expr())
-                {
+                if let Ok(value) = super::ast::parse_expr(&literal) {
                     *e = Expr::Nested(Box::new(value));
                     *self.changed = true;
                 }
@@ -427,10 +415,7 @@ fn is_fractional(e: &Expr) -> bool {
 /// `round(e)`: to the nearest integer, ties to even, as DuckDB casts a DOUBLE to an
 /// integer (every fraction in these tables is a DOUBLE).
 fn rounded(e: &Expr) -> Option<Expr> {
-    Parser::new(&GenericDialect)
-        .try_with_sql(&format!("round({e})"))
-        .and_then(|mut p| p.parse_expr())
-        .ok()
+    super::ast::parse_expr(&format!("round({e})")).ok()
 }
 
 /// `thread_id` is the one unsigned column SQL sees (`super::signed` keeps it: real ids

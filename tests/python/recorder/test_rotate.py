@@ -61,6 +61,18 @@ def timestamps(paths):
     return out
 
 
+def assert_every_sample_once(paths, samples):
+    """No sample in two segments, and across each boundary no gap longer than two
+    intervals (or than the longest gap inside the segments: a late wake-up of the
+    sampler on a busy machine, which the boundary did not cause)."""
+    every = [s for p in paths for s in samples[p]]
+    assert len(every) == len(set(every)), "a sample is in two segments"
+    inside = max(b[1] - a[1] for p in paths for a, b in zip(samples[p], samples[p][1:]))
+    for a, b in zip(paths, paths[1:]):
+        gap = samples[b][0][1] - samples[a][-1][1]
+        assert 0 < gap <= max(2 * INTERVAL_US, inside), (a, b, gap, inside)
+
+
 def record(*args):
     return subprocess.Popen([TACH, "record", "-r", str(RATE), "--no-blocking", *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -110,15 +122,7 @@ def test_rotated_segments_hold_every_sample_once(target, work):
     reference = summary_samples(single_err)
     assert abs(sum(counts) - reference) <= 0.03 * reference, (sum(counts), reference)
 
-    every = [s for p in paths for s in samples[p]]
-    assert len(every) == len(set(every)), "a sample is in two segments"
-    # Across each boundary: no gap longer than two intervals (or than the longest gap
-    # inside the segments: a late wake-up of the sampler on this busy machine, which
-    # the boundary did not cause).
-    inside = max(b[1] - a[1] for p in paths for a, b in zip(samples[p], samples[p][1:]))
-    for a, b in zip(paths, paths[1:]):
-        gap = samples[b][0][1] - samples[a][-1][1]
-        assert 0 < gap <= max(2 * INTERVAL_US, inside), (a, b, gap, inside)
+    assert_every_sample_once(paths, samples)
 
     if not chroot_ok():
         skip_loudly("test_rotate: CPython 3.15's replay of a segment: no CPython chroot here")
@@ -429,9 +433,4 @@ def test_soak_an_aiohttp_server_under_load_for_a_minute(work):
     counts = [len(samples[p]) for p in paths]
     print(f"soak: {made} segments, {sum(counts)} samples", file=sys.stderr)
     assert sum(counts) == summary_samples(err), (counts, err)
-    every = [s for p in paths for s in samples[p]]
-    assert len(every) == len(set(every)), "a sample is in two segments"
-    inside = max(b[1] - a[1] for p in paths for a, b in zip(samples[p], samples[p][1:]))
-    for a, b in zip(paths, paths[1:]):
-        gap = samples[b][0][1] - samples[a][-1][1]
-        assert 0 < gap <= max(2 * INTERVAL_US, inside), (a, b, gap, inside)
+    assert_every_sample_once(paths, samples)
