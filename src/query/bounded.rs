@@ -14,6 +14,9 @@
 //! then one group's scan plus the combined table (one row per distinct combination of
 //! the asked columns: a few thousand for a function, a few million for every stack of
 //! every file).
+//!
+//! Other grouped aggregates over `samples` are split into partial aggregates
+//! (`partial`); their partial rows are computed and combined here the same way.
 
 use std::any::Any;
 use std::sync::Arc;
