@@ -243,14 +243,14 @@ impl CodeCache {
         Self::default()
     }
 
-    /// The entry for the code object at `addr` with this fingerprint, resolving it if the
-    /// address is new or now holds another code object.
     /// The code units of the code object cached at `addr`, unchecked: how much of its
     /// bytecode to read along with its header.
     pub fn units_of(&self, addr: u64) -> Option<u64> {
         self.entries.get(&addr).map(|e| e.code_units)
     }
 
+    /// The entry for the code object at `addr` with this fingerprint, resolving it if the
+    /// address is new or now holds another code object.
     #[allow(clippy::too_many_arguments)]
     pub fn get(
         &mut self,
