@@ -17,7 +17,7 @@
 //! with `.` or `_` are skipped (an export writes its temporary files under such names).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use polars::prelude::*;
 use rayon::prelude::*;
@@ -52,15 +52,33 @@ const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
 
 /// One Parquet input: per written table, its files (none: an empty table).
 pub struct ParquetInput {
-    files: [Vec<PathBuf>; 4],
-    /// Per table and file, the `file` value its rows hold.
-    values: [Vec<Option<String>>; 4],
+    /// Per written table, its files as the directory lists them.
+    listed: [Vec<PathBuf>; 4],
+    /// Per written table, what its files' footers say: read the first time a query
+    /// scans that table. A query over a fleet's dataset reads one or two of the four
+    /// tables, and a group of profiles (`super::bounded`) reads its own files' footers.
+    footers: [OnceLock<std::result::Result<Arc<Vec<Footer>>, String>>; 4],
     /// Every `samples` file has its `stack_counts` file beside it (a lone samples file
     /// has none): `stack_counts` and the count pushdown read those instead of the
     /// samples.
     counts_complete: bool,
-    /// Per `samples` file: written before `wall_time` was stored (schema version 3).
-    samples_without_wall_time: Vec<bool>,
+}
+
+/// What one file's footer says, for the scan of its table.
+#[derive(Clone, Debug)]
+struct Footer {
+    /// The `file` value its rows hold (`None`: it has no rows, and is left out of the
+    /// scan: with no `file` value it could not be skipped).
+    value: Option<String>,
+    /// Written before `wall_time` was stored (schema version 3; `samples` only).
+    older: bool,
+}
+
+/// A table's files that hold rows, with their footers.
+struct TableFiles {
+    files: Vec<PathBuf>,
+    values: Vec<Option<String>>,
+    older: Vec<bool>,
 }
 
 /// True when `path` is a directory or a Parquet file: an input for [`ParquetInput`]
@@ -81,8 +99,10 @@ pub fn is_parquet_input(path: &Path) -> Result<bool> {
     Ok(n == 4 && &magic == PARQUET_MAGIC)
 }
 
-/// Visible entries of a directory (not starting with `.` or `_`), sorted by name.
-fn visible(dir: &Path) -> Result<Vec<PathBuf>> {
+/// Visible entries of a directory (not starting with `.` or `_`), sorted by name, with
+/// whether each is a directory (from the directory entry: a dataset of ten thousand
+/// recordings has forty thousand files, and a `stat` of each is time).
+fn visible(dir: &Path) -> Result<Vec<(PathBuf, bool)>> {
     let io = |source| QueryError::Io {
         path: dir.to_path_buf(),
         source,
@@ -93,7 +113,14 @@ fn visible(dir: &Path) -> Result<Vec<PathBuf>> {
         let name = e.file_name();
         let name = name.to_string_lossy();
         if !(name.starts_with('.') || name.starts_with('_')) {
-            out.push(e.path());
+            let kind = e.file_type().map_err(io)?;
+            // A link is followed, as `Path::is_dir` follows it.
+            let is_dir = if kind.is_symlink() {
+                e.path().is_dir()
+            } else {
+                kind.is_dir()
+            };
+            out.push((e.path(), is_dir));
         }
     }
     out.sort();
@@ -126,15 +153,15 @@ impl ParquetInput {
                 if !dir.is_dir() {
                     continue;
                 }
-                for part in visible(&dir)? {
+                for (part, is_dir) in visible(&dir)? {
                     let is_partition = part
                         .file_name()
                         .is_some_and(|n| n.to_string_lossy().starts_with("source="));
-                    if !(is_partition && part.is_dir()) {
+                    if !(is_partition && is_dir) {
                         continue;
                     }
-                    for f in visible(&part)? {
-                        if f.extension().is_some_and(|e| e == "parquet") && f.is_file() {
+                    for (f, is_dir) in visible(&part)? {
+                        if f.extension().is_some_and(|e| e == "parquet") && !is_dir {
                             files[i].push(f);
                         }
                     }
@@ -153,40 +180,51 @@ impl ParquetInput {
             ));
         }
         let counts_complete = files[3].len() == files[0].len();
-        let mut input = ParquetInput {
-            files: Default::default(),
-            values: Default::default(),
+        Ok(ParquetInput {
+            listed: files,
+            footers: Default::default(),
             counts_complete,
-            samples_without_wall_time: Vec::new(),
-        };
-        for (i, table_files) in files.into_iter().enumerate() {
-            let want = stored_schema(WRITTEN[i]);
-            // One read of each footer gives both the columns and the `file` value; a
-            // dataset of a thousand recordings has four thousand files, so the footers
-            // are read on every core.
-            let values = table_files
-                .par_iter()
-                .map(|f| footer(f, WRITTEN[i], want.as_ref()))
-                .collect::<Result<Vec<_>>>()?;
-            for (f, (value, older)) in table_files.into_iter().zip(values) {
-                // A file without rows adds nothing to its table, and with no `file`
-                // value it could not be skipped: it is left out of the scan.
-                if let Some(v) = value {
-                    input.files[i].push(f);
-                    input.values[i].push(Some(v));
-                    if i == 0 {
-                        input.samples_without_wall_time.push(older);
-                    }
-                }
-            }
-        }
-        Ok(input)
+        })
     }
 
     /// How many files' profiles the input holds (partitions of `samples`), for the
     /// pushdown's several-files rule.
     pub fn profiles(&self) -> usize {
-        self.files[0].len()
+        self.listed[0].len()
+    }
+
+    /// The footers of table `i`'s files, read once (on every core: a dataset of a
+    /// thousand recordings has a thousand files a table).
+    fn footers(&self, i: usize) -> PolarsResult<Arc<Vec<Footer>>> {
+        let read = self.footers[i].get_or_init(|| {
+            let want = stored_schema(WRITTEN[i]);
+            self.listed[i]
+                .par_iter()
+                .map(|f| footer(f, WRITTEN[i], want.as_ref()))
+                .collect::<Result<Vec<_>>>()
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        });
+        read.clone()
+            .map_err(|e| PolarsError::ComputeError(e.into()))
+    }
+
+    /// Table `i`'s files that hold rows, with their `file` values.
+    fn table_files(&self, i: usize) -> PolarsResult<TableFiles> {
+        let footers = self.footers(i)?;
+        let mut t = TableFiles {
+            files: Vec::new(),
+            values: Vec::new(),
+            older: Vec::new(),
+        };
+        for (f, footer) in self.listed[i].iter().zip(footers.iter()) {
+            if footer.value.is_some() {
+                t.files.push(f.clone());
+                t.values.push(footer.value.clone());
+                t.older.push(footer.older);
+            }
+        }
+        Ok(t)
     }
 
     /// The written table `name` (`samples`, `frames`, `stacks` or `stack_counts`) as
@@ -197,7 +235,8 @@ impl ParquetInput {
         let schema = schema_of(name).ok_or_else(no_table)?;
         let stored = stored_schema(name).ok_or_else(no_table)?;
         let i = WRITTEN.iter().position(|t| *t == name).unwrap_or(0);
-        let files = &self.files[i];
+        let t = self.table_files(i)?;
+        let files = &t.files;
         if files.is_empty() {
             return Ok(DataFrame::empty_with_schema(&schema).lazy());
         }
@@ -205,33 +244,26 @@ impl ParquetInput {
         // literal; some of them, by a scan that inserts it where it is missing (polars
         // takes a scan's columns from its first file unless it is given them).
         let older = if i == 0 {
-            self.samples_without_wall_time
-                .iter()
-                .filter(|o| **o)
-                .count()
+            t.older.iter().filter(|o| **o).count()
         } else {
             0
         };
         let all_older = older == files.len();
         let fill = (older > 0 && !all_older).then_some(&stored);
-        Ok(
-            scan_with(files, Some((&stored, &self.values[i])), fill)?.select(
-                schema
-                    .iter_names()
-                    .map(|n| match n.as_str() {
-                        "time_s" => (col("timestamp_us") - col(ORIGIN_COLUMN))
-                            .map(seconds, |_, f| {
-                                Ok(Field::new(f.name().clone(), DataType::Float64))
-                            })
-                            .alias("time_s"),
-                        "wall_time" if all_older => {
-                            lit(NULL).cast(TIMESTAMP_DTYPE).alias("wall_time")
-                        }
-                        _ => col(n.clone()),
-                    })
-                    .collect::<Vec<_>>(),
-            ),
-        )
+        Ok(scan_with(files, Some((&stored, &t.values)), fill)?.select(
+            schema
+                .iter_names()
+                .map(|n| match n.as_str() {
+                    "time_s" => (col("timestamp_us") - col(ORIGIN_COLUMN))
+                        .map(seconds, |_, f| {
+                            Ok(Field::new(f.name().clone(), DataType::Float64))
+                        })
+                        .alias("time_s"),
+                    "wall_time" if all_older => lit(NULL).cast(TIMESTAMP_DTYPE).alias("wall_time"),
+                    _ => col(n.clone()),
+                })
+                .collect::<Vec<_>>(),
+        ))
     }
 
     /// A table of the query schema over this input.
@@ -288,10 +320,11 @@ impl ParquetInput {
                     // frame's too), one row per stack, thread and status: a query
                     // reads thousands of rows, not one per sample.
                     let stored = stored_stack_counts_schema();
-                    let counts = if self.files[3].is_empty() {
+                    let t = self.table_files(3)?;
+                    let counts = if t.files.is_empty() {
                         DataFrame::empty_with_schema(&stored).lazy()
                     } else {
-                        scan(&self.files[3], Some((&stored, &self.values[3])))?
+                        scan(&t.files, Some((&stored, &t.values)))?
                     };
                     counts.select(
                         cols.into_iter()
@@ -314,7 +347,7 @@ impl ParquetInput {
     /// (`super::bounded` scans them one at a time).
     pub fn groups(&self, per: usize) -> Vec<ParquetInput> {
         let per = per.max(1);
-        let n = self.files.iter().map(Vec::len).max().unwrap_or(0);
+        let n = self.listed.iter().map(Vec::len).max().unwrap_or(0);
         (0..n)
             .step_by(per)
             .map(|start| self.partitions(start..start + per))
@@ -322,16 +355,20 @@ impl ParquetInput {
     }
 
     /// The same input over partitions `range` of each table (by position: a complete
-    /// dataset's tables list the same sources in the same order).
+    /// dataset's tables list the same sources in the same order). Footers already read
+    /// come along; the others are read by the part when it scans.
     fn partitions(&self, range: std::ops::Range<usize>) -> ParquetInput {
         let part = |len: usize| range.start.min(len)..range.end.min(len);
         ParquetInput {
-            files: std::array::from_fn(|i| self.files[i][part(self.files[i].len())].to_vec()),
-            values: std::array::from_fn(|i| self.values[i][part(self.values[i].len())].to_vec()),
+            listed: std::array::from_fn(|i| self.listed[i][part(self.listed[i].len())].to_vec()),
+            footers: std::array::from_fn(|i| {
+                let slot = OnceLock::new();
+                if let Some(Ok(all)) = self.footers[i].get() {
+                    let _ = slot.set(Ok(Arc::new(all[part(all.len())].to_vec())));
+                }
+                slot
+            }),
             counts_complete: self.counts_complete,
-            samples_without_wall_time: self.samples_without_wall_time
-                [part(self.samples_without_wall_time.len())]
-            .to_vec(),
         }
     }
 
@@ -453,7 +490,7 @@ fn file_statistics(schema: &Schema, values: &[Option<String>]) -> PolarsResult<D
 /// ([`FILE_VALUE_KEY`]), read without touching the rows; a file without it (an older
 /// export) gives it from its first row. With it, whether the file lacks
 /// [`ADDED_COLUMNS`] (an export of an older schema version).
-fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<(Option<String>, bool)> {
+fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<Footer> {
     let unreadable = |e: PolarsError| not_an_input(f, &format!("not a readable Parquet file: {e}"));
     let file = std::fs::File::open(f).map_err(|source| QueryError::Io {
         path: f.to_path_buf(),
@@ -469,7 +506,7 @@ fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<(Option<String
         older = ADDED_COLUMNS.iter().any(|c| !have.contains(c));
     }
     if metadata.num_rows == 0 {
-        return Ok((None, older));
+        return Ok(Footer { value: None, older });
     }
     let recorded = metadata
         .key_value_metadata()
@@ -480,7 +517,7 @@ fn footer(f: &Path, table: &str, want: Option<&Schema>) -> Result<(Option<String
         Some(value) => Some(value),
         None => first_file_value(f).map_err(|e| not_an_input(f, &e.to_string()))?,
     };
-    Ok((value, older))
+    Ok(Footer { value, older })
 }
 
 /// A table's file must have the table's columns with its types (more are allowed).
@@ -548,7 +585,7 @@ mod tests {
         // The footer's value wins: the rows are not read (they say otherwise here).
         write(&with, "rows.bin", Some("footer.bin"));
         write(&without, "rows.bin", None);
-        let value = |f: &Path| footer(f, "samples", None).unwrap().0;
+        let value = |f: &Path| footer(f, "samples", None).unwrap().value;
         assert_eq!(value(&with).as_deref(), Some("footer.bin"));
         // An older export without the key: its first row.
         assert_eq!(value(&without).as_deref(), Some("rows.bin"));
