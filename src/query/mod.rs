@@ -208,21 +208,37 @@ impl QueryEngine {
         // Only the tables the query names: `frames` is built in memory for each file
         // when registered (about 300 KB a file for a fleet's recordings, 3 GB over
         // ten thousand files that a count query never reads).
-        let lower = sql.to_ascii_lowercase();
-        let words: std::collections::HashSet<&str> = lower
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .collect();
-        for name in TABLES
-            .into_iter()
-            .chain([pushdown::GROUPED_TABLE])
-            .filter(|t| words.contains(t))
-        {
-            let lf = signed(self.table(name)?).map_err(|e| QueryError::Sql {
-                message: e.to_string(),
-            })?;
+        for name in named_tables(sql) {
+            ctx.register(name, self.signed_table(name)?);
+        }
+        Ok(ctx)
+    }
+
+    /// [`QueryEngine::context`] with tables of the same columns and no rows: a query
+    /// planned there has the real one's output columns and types and its SQL errors,
+    /// and no file is read (a scan of a fleet's dataset reads every file's footer).
+    fn schema_context(&self, sql: &str) -> Result<SQLContext> {
+        let ctx = SQLContext::new();
+        for name in named_tables(sql) {
+            let lf = match tables::schema_of(name) {
+                Some(schema) if name != pushdown::GROUPED_TABLE => {
+                    signed(DataFrame::empty_with_schema(&schema).lazy()).map_err(|e| {
+                        QueryError::Sql {
+                            message: e.to_string(),
+                        }
+                    })?
+                }
+                _ => self.signed_table(name)?,
+            };
             ctx.register(name, lf);
         }
         Ok(ctx)
+    }
+
+    fn signed_table(&self, name: &str) -> Result<LazyFrame> {
+        signed(self.table(name)?).map_err(|e| QueryError::Sql {
+            message: e.to_string(),
+        })
     }
 
     /// The checked query as a lazy frame. Count-only aggregates over `samples` run on
@@ -231,7 +247,8 @@ impl QueryEngine {
     /// same output columns and types as the original; anything else runs as written.
     pub fn lazy(&self, sql: &str) -> Result<LazyFrame> {
         let sql = self.checked(sql)?;
-        let original = self.execute(&sql)?;
+        // The original's plan over the real tables is built only when it is what runs.
+        let original = self.probe(&sql)?;
         let rewritten = pushdown::rewrite(&sql, self.profiles()).and_then(|r| {
             let mut ctx = self.context(&r.sql).ok()?;
             for (k, columns) in r.distinct_stacks.iter().enumerate() {
@@ -240,8 +257,10 @@ impl QueryEngine {
             }
             same_output(&original, ctx.execute(&r.sql).ok()?)
         });
-        let rewritten = rewritten.or_else(|| self.by_groups(&sql, &original));
-        Ok(rewritten.unwrap_or(original))
+        match rewritten.or_else(|| self.by_groups(&sql, &original)) {
+            Some(rewritten) => Ok(rewritten),
+            None => self.execute(&sql),
+        }
     }
 
     /// Over more profiles than the group size, a grouped aggregate over `samples` split
@@ -312,13 +331,20 @@ impl QueryEngine {
     /// For each output column of `sql`, whether it is a number, from polars' plan
     /// (nothing runs).
     fn numeric_columns(&self, sql: &str) -> Option<Vec<bool>> {
-        let schema = self.execute(sql).ok()?.collect_schema().ok()?;
+        let schema = self.probe(sql).ok()?.collect_schema().ok()?;
         Some(
             schema
                 .iter_values()
                 .map(|t| t.is_primitive_numeric())
                 .collect(),
         )
+    }
+
+    /// `sql` planned over tables with no rows ([`QueryEngine::schema_context`]): its
+    /// output's columns and types, or its SQL error.
+    fn probe(&self, sql: &str) -> Result<LazyFrame> {
+        let mut ctx = self.schema_context(sql)?;
+        ctx.execute(sql).map_err(|e| sql_error(sql, e))
     }
 
     fn execute(&self, sql: &str) -> Result<LazyFrame> {
@@ -361,6 +387,19 @@ impl QueryEngine {
             .describe_optimized_plan()
             .map_err(|e| sql_error(sql, e))
     }
+}
+
+/// The tables (and the pushdown's grouped table) that `sql` names, as whole words.
+fn named_tables(sql: &str) -> impl Iterator<Item = &'static str> {
+    let lower = sql.to_ascii_lowercase();
+    let words: std::collections::HashSet<String> = lower
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_string)
+        .collect();
+    TABLES
+        .into_iter()
+        .chain([pushdown::GROUPED_TABLE])
+        .filter(move |t| words.contains(*t))
 }
 
 /// `rewritten` with `original`'s column names, when it has the same number of
