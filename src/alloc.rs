@@ -55,11 +55,26 @@ impl HugePageAlloc {
     /// The reserve is never trimmed away. Call it before any thread starts. Elsewhere
     /// than glibc on Linux it does nothing.
     pub fn reserve_heap() {
+        Self::reserve(true);
+    }
+
+    /// [`HugePageAlloc::reserve_heap`] for work on every core (`tach query`: polars'
+    /// threads allocate and free all the time). glibc keeps its arenas, one a thread up
+    /// to its limit: with a single arena those threads wait on its lock, a third of a
+    /// fleet query's time (benches/HISTORY.md, "fleet"). Only the main thread's
+    /// allocations then come from the reserve.
+    pub fn reserve_heap_threaded() {
+        Self::reserve(false);
+    }
+
+    fn reserve(one_arena: bool) {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         // SAFETY: mallopt only changes glibc's allocation policy; the blocks are
         // allocated and freed here (the filler is never freed); advise is as above.
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
+            if one_arena {
+                libc::mallopt(libc::M_ARENA_MAX, 1);
+            }
             libc::mallopt(libc::M_TRIM_THRESHOLD, (2 * HEAP_RESERVE) as libc::c_int);
             // One block of the reserve's size: the heap grows by it, and glibc writes
             // only outside it (its header before, the free rest's header after).

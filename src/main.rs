@@ -9,6 +9,16 @@ use std::process::ExitCode;
 static ALLOC: tach::HugePageAlloc = tach::HugePageAlloc;
 
 fn main() -> ExitCode {
-    tach::HugePageAlloc::reserve_heap();
-    ExitCode::from(tach::run_cli(std::env::args_os()))
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `tach query` is polars on every core; the other commands allocate on one thread.
+    let command = args
+        .iter()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'));
+    if command.is_some_and(|c| c == "query") {
+        tach::HugePageAlloc::reserve_heap_threaded();
+    } else {
+        tach::HugePageAlloc::reserve_heap();
+    }
+    ExitCode::from(tach::run_cli(args))
 }
