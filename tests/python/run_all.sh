@@ -49,24 +49,48 @@ section "tach top's live view in tmux: pyenv 3.13 here, 3.15 in the chroot"
 # The front_end tests (options, journal, exit paths, rotation: nothing an interpreter's
 # layout changes) run on the host's 3.11, the oldest (3.10) and the newest (3.15); the
 # versions between run the rest, which read each version's stacks.
-for where_version in pyenv:3.10 pyenv:3.12 chroot:3.13 chroot:3.14 chroot:3.15; do
-    where=${where_version%%:*}
-    v=${where_version#*:}
+#
+# Two interpreters' runs at a time: each is one program and its sampler thread at a time
+# (about one core of two), so a pair takes little longer than one. Each run's output is
+# kept and printed whole when the pair ends.
+in_process() {  # where version log: runs one interpreter's in-process suite into log
+    where=$1 v=$2 log=$3
+    shift 3
     case $v in
-        3.10|3.15) only="" ; what="" ;;
-        *) only="not front_end" ; what=" (not the front_end tests: run on 3.10, 3.11 and 3.15)" ;;
+        3.10|3.15) only="" ;;
+        *) only="not front_end" ;;
     esac
-    section "CPython $v in-process ($where), the same extension$what"
-    "$here/run_on.sh" "$where" "$v" ${only:+-m "$only"} "$@"
-    rc=$?
-    case $rc in
-        0) ;;
-        3) msg="SKIPPED: in-process recorder tests on CPython $v: no $where CPython $v here"
-           echo "$msg" >&2
-           [ -z "${TACH_SKIP_LOG:-}" ] || echo "$msg" >>"$TACH_SKIP_LOG" ;;
-        *) status=1 ;;
-    esac
+    "$here/run_on.sh" "$where" "$v" ${only:+-m "$only"} "$@" >"$log" 2>&1
+}
+pair_dir=$(mktemp -d)
+for pair in "pyenv:3.10 pyenv:3.12" "chroot:3.13 chroot:3.14" "chroot:3.15"; do
+    section "CPython $(echo "$pair" | sed 's/[a-z]*://g; s/ / and /') in-process, the same extension (3.12-3.14: not the front_end tests, run on 3.10, 3.11 and 3.15)"
+    pids=""
+    for where_version in $pair; do
+        where=${where_version%%:*}
+        v=${where_version#*:}
+        in_process "$where" "$v" "$pair_dir/$v.log" "$@" &
+        pids="$pids $!:$where:$v"
+    done
+    for entry in $pids; do
+        pid=${entry%%:*}
+        rest=${entry#*:}
+        where=${rest%%:*}
+        v=${rest#*:}
+        wait "$pid"
+        rc=$?
+        echo "-- CPython $v in-process ($where):"
+        cat "$pair_dir/$v.log"
+        case $rc in
+            0) ;;
+            3) msg="SKIPPED: in-process recorder tests on CPython $v: no $where CPython $v here"
+               echo "$msg" >&2
+               [ -z "${TACH_SKIP_LOG:-}" ] || echo "$msg" >>"$TACH_SKIP_LOG" ;;
+            *) status=1 ;;
+        esac
+    done
 done
+rm -rf "$pair_dir"
 end_section
 echo "== Recorder tests: time per part"
 printf '%s' "$times"
