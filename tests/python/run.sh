@@ -3,7 +3,8 @@
 # Usage: tests/python/run.sh [pytest args...]
 # Env: PYTHON (default python3) creates the venv; CARGO_TARGET_DIR is honoured;
 #      TACH_WHEEL, if set, is a full wheel tests/python/build_wheel.sh built: it is installed
-#      instead of building the extension again (scripts/test-all builds one for all venvs).
+#      instead of building the extension again (scripts/test-all builds one for all venvs);
+#      TACH_INSTALL_ONLY=1 installs and runs no test.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -34,5 +35,7 @@ else
     .venv/bin/maturin develop -q
     echo "the extension built (maturin develop) in $(($(date +%s) - built)) s"
 fi
+# TACH_INSTALL_ONLY: the extension is installed, the tests are run by the caller.
+[ -z "${TACH_INSTALL_ONLY:-}" ] || exit 0
 # Temporary files under the worktree: the CPython 3.15 chroot only sees /work.
 exec .venv/bin/python -m pytest -p no:cacheprovider --basetemp="$root/.pytest-tmp" tests/python/recorder/test_record.py "$@"

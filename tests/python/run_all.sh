@@ -1,8 +1,9 @@
 #!/bin/sh
-# The recorder's whole test suite: CPython 3.11 on the host, the tach binary attached to
-# pyenv's and the chroot's interpreters (also --native and --async-aware), tach top's live view driven in tmux, then the
-# in-process suite again, with the same abi3 extension, on pyenv's 3.10 and 3.12 and on
-# the chroot's 3.13, 3.14 and 3.15 (each skipped loudly, not failed, when missing).
+# The recorder's whole test suite: the tach binary attached to pyenv's and the chroot's
+# interpreters (also --native and --async-aware), tach top's live view driven in tmux,
+# then the in-process suite with one abi3 extension on the host's CPython 3.11, pyenv's
+# 3.10 and 3.12 and the chroot's 3.13, 3.14 and 3.15 (each skipped loudly, not failed,
+# when missing).
 # Usage: tests/python/run_all.sh [pytest args...]     (about 20 minutes on 2 cores)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,8 +27,8 @@ section() {
     part_began=$(date +%s)
     echo "== $*  [$((part_began - start)) s into the recorder tests]"
 }
-section "CPython 3.11 (host)"
-"$here/run.sh" "$@" || status=1
+section "The extension into .venv and python/tach (its tests on the host's CPython 3.11 run with the other interpreters' below)"
+TACH_INSTALL_ONLY=1 "$here/run.sh" || status=1
 section "Recorder accuracy against py-spy on real programs (CPython 3.11, host)"
 (cd "$here/../.." && .venv/bin/python -m pytest -p no:cacheprovider -rs "$@" tests/python/recorder/test_accuracy.py) || status=1
 section "The tach binary attached from outside: pyenv 3.9-3.13 here, 3.13-3.15 in the chroot"
@@ -57,13 +58,18 @@ in_process() {  # where version log: runs one interpreter's in-process suite int
     where=$1 v=$2 log=$3
     shift 3
     case $v in
-        3.10|3.15) only="" ;;
+        3.10|3.11|3.15) only="" ;;
         *) only="not front_end" ;;
     esac
-    "$here/run_on.sh" "$where" "$v" ${only:+-m "$only"} "$@" >"$log" 2>&1
+    if [ "$where" = host ]; then
+        (cd "$here/../.." && .venv/bin/python -m pytest -p no:cacheprovider \
+            --basetemp="$PWD/.pytest-tmp" tests/python/recorder/test_record.py "$@") >"$log" 2>&1
+    else
+        "$here/run_on.sh" "$where" "$v" ${only:+-m "$only"} "$@" >"$log" 2>&1
+    fi
 }
 pair_dir=$(mktemp -d)
-for pair in "pyenv:3.10 pyenv:3.12" "chroot:3.13 chroot:3.14" "chroot:3.15"; do
+for pair in "host:3.11 pyenv:3.10" "pyenv:3.12 chroot:3.13" "chroot:3.14 chroot:3.15"; do
     section "CPython $(echo "$pair" | sed 's/[a-z]*://g; s/ / and /') in-process, the same extension (3.12-3.14: not the front_end tests, run on 3.10, 3.11 and 3.15)"
     pids=""
     for where_version in $pair; do
