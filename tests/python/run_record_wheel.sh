@@ -22,7 +22,8 @@ wheels="$root/target/tach-record-wheels"
 rm -rf "$wheels"
 target=${CARGO_TARGET_DIR:-$root/target}
 CARGO_TARGET_DIR=${TACH_RECORD_TARGET_DIR:-$target/tach-record-cargo} MATURIN="$maturin" \
-    scripts/build-tach-record --profile dev -o "$wheels" >/dev/null
+    scripts/build-tach-record --profile dev --config 'profile.dev.package.tach.opt-level=0' \
+    -o "$wheels" >/dev/null
 wheel=$(ls "$wheels"/tach_record-*.whl)
 status=0
 for python in "$(command -v python3)" "$(pyenv prefix 3.12 2>/dev/null || echo /nonexistent)/bin/python3.12"; do
