@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::outside::{self, Recorded};
 use super::process::running::alive;
-use super::sampler::{RecordOptions, Session};
+use super::sampler::RecordOptions;
+use super::session::Session;
 use super::signals::take_stop_signal;
 use crate::record::discovery::attach::{self, AttachError};
 

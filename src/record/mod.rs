@@ -53,6 +53,7 @@ mod process;
 mod recording;
 mod sampler;
 pub mod segments;
+mod session;
 mod signals;
 mod summary;
 
@@ -69,6 +70,7 @@ pub(crate) use dump::{dump, render_dump};
 pub(crate) use interpreter::resolve::Types;
 #[cfg(feature = "cli")]
 pub(crate) use outside::{start_session, write_empty, ExternalError, Recorded};
-pub use sampler::{RecordOptions, RecordStats, SampleSink, Session};
+pub use sampler::{RecordOptions, RecordStats, SampleSink};
+pub use session::Session;
 #[cfg(feature = "cli")]
 pub(crate) use signals::{catch_stop_signals, take_stop_signal};

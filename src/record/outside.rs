@@ -14,7 +14,8 @@ use crate::tach::{ProfilingMode, TachError, Writer};
 use super::clock::monotonic_us;
 use super::discovery::attach::{self, AttachError};
 use super::process::running::{alive, child_exited};
-use super::sampler::{RecordOptions, Session};
+use super::sampler::RecordOptions;
+use super::session::Session;
 
 /// Why an outside recording or dump failed.
 #[derive(Debug, thiserror::Error)]

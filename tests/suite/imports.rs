@@ -16,26 +16,9 @@
 //! the children share lives in a file of its own that both import; `mod.rs` keeps the
 //! `mod` declarations, the re-exports and the code that uses the children. The
 //! strongly connected components of that graph are the loops.
-//!
-//! One folder is not split that way yet: `record/sampler/`, whose children add methods
-//! to the `Sampler` that `mod.rs` defines with fields of the children's types. Its
-//! child -> `mod.rs` edges are listed in [`ALLOWED`], one by one, so that no other
-//! can appear; an entry that no longer makes an edge fails the check too, so the list
-//! only shrinks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// The edges (from, to) that are not counted, each still to be broken: the
-/// `record/sampler/` children's `super::Sampler` (and the constants beside it).
-const ALLOWED: &[(&str, &str)] = &[
-    ("record/sampler/async_stacks.rs", "record/sampler/mod.rs"),
-    ("record/sampler/native.rs", "record/sampler/mod.rs"),
-    ("record/sampler/pausing.rs", "record/sampler/mod.rs"),
-    ("record/sampler/resolution.rs", "record/sampler/mod.rs"),
-    ("record/sampler/session.rs", "record/sampler/mod.rs"),
-    ("record/sampler/threads.rs", "record/sampler/mod.rs"),
-];
 
 /// One file of `src/`: its module path and its text with comments, strings and test
 /// items removed.
@@ -441,15 +424,6 @@ fn loops(root: &Path) -> Vec<String> {
         }
     }
     let mut out = Vec::new();
-    for &(from, to) in ALLOWED {
-        let index = |file: &str| sources.iter().position(|s| s.file == file);
-        match (index(from), index(to)) {
-            (Some(i), Some(j)) if edges[i].remove(&j).is_some() => {}
-            _ => out.push(format!(
-                "{from} -> {to} is allowed but is no edge: take it off ALLOWED"
-            )),
-        }
-    }
     let adjacency: Vec<Vec<usize>> = edges.iter().map(|e| e.keys().copied().collect()).collect();
     for component in strongly_connected(&adjacency) {
         if component.len() < 2 {

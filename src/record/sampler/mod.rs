@@ -5,24 +5,31 @@
 //! calls into the C API; everything it knows comes from fault-tolerant reads, validated
 //! before use. A sample that does not validate is dropped and counted.
 //!
-//! By concern: `window` (the page window and the snapshot), `threads` (one tick over
-//! every interpreter and thread), `unwind` (the frame walk), `resolution` (code objects
-//! to frame indices), `async_stacks` (`--async-aware`), `native` (`--native`) and
-//! `session` (the sampling loop and its thread).
+//! By concern, each a set of the [`Sampler`]'s methods: `threads` (one tick over every
+//! interpreter and thread, and the pause of the GIL holder), `unwind` (the frame walk),
+//! `resolution` (code objects to frame indices), `async_stacks` (`--async-aware`),
+//! `native` (`--native`) and `run_loop` (the sampling loop, on the thread a
+//! [`Session`](super::Session) starts).
 //!
-//! The state is a handful of owned parts, each defined where it is used: `ReadBuffers`
-//! and `GcState` (`threads`), `SampleStack` (`stack`, the sample being made),
-//! `CodeBatch` (`resolution`), `Window` (`window`), `ThreadMemo` (`thread_memo`, what
-//! is remembered of each thread between ticks), `Diagnostics` (`diagnostics`, why
+//! The state is a handful of owned parts, each in a file of its own that imports none of
+//! the methods' files (so no file here imports one that imports it): `ReadBuffers`
+//! (`read_buffers`), `GcState` (`gc_state`), `SampleStack` (`stack`, the sample being
+//! made), `CodeBatch` (`code_batch`), `Window` (`window`), `ThreadMemo` (`thread_memo`,
+//! what is remembered of each thread between ticks), `Diagnostics` (`diagnostics`, why
 //! samples were dropped or read again), `Pausing` (`pausing`, the pauser and the thread
-//! paused this tick), `AsyncTasks` (`async_stacks`) and `NativeSide` (`native`).
+//! paused this tick), `AsyncTasks` (`async_tasks`) and `NativeSide` (`native_side`).
 
 mod async_stacks;
+mod async_tasks;
+mod code_batch;
 mod diagnostics;
+mod gc_state;
 mod native;
+mod native_side;
 mod pausing;
+mod read_buffers;
 mod resolution;
-mod session;
+mod run_loop;
 mod stack;
 #[cfg(test)]
 mod tests;
@@ -51,14 +58,15 @@ use crate::record::segments::{self, FinishedSegment, Finisher, SegmentPolicy};
 /// Status byte bits, with CPython's meanings.
 pub use crate::tach::filter::status::{GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU};
 
-use async_stacks::AsyncTasks;
+use async_tasks::AsyncTasks;
+use code_batch::CodeBatch;
 use diagnostics::Diagnostics;
+use gc_state::GcState;
+use native_side::NativeSide;
 use pausing::Pausing;
-use resolution::CodeBatch;
-pub use session::Session;
+use read_buffers::ReadBuffers;
 use stack::SampleStack;
 use thread_memo::ThreadMemo;
-use threads::{GcState, ReadBuffers};
 use window::Window;
 
 /// Frames walked per thread before giving up on a chain (a cycle or a corrupt list).
@@ -157,7 +165,7 @@ impl RecordOptions {
     }
 }
 
-/// What a recording did, returned by [`Session::stop`].
+/// What a recording did, returned by [`Session::stop`](super::Session::stop).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct RecordStats {
     pub path: PathBuf,
@@ -211,7 +219,7 @@ pub struct Sampler {
     stats: RecordStats,
     /// The first error writing the file; sampling stops when set.
     write_error: Option<String>,
-    /// Samples written so far, for [`Session::samples_written`].
+    /// Samples written so far, for [`Session::samples_written`](super::Session::samples_written).
     progress: Arc<AtomicU64>,
     /// The images of thread states and frames a tick reads.
     bufs: ReadBuffers,
@@ -232,7 +240,7 @@ pub struct Sampler {
     /// `--async-aware`: the target's asyncio tasks.
     tasks: AsyncTasks,
     /// `--native`: the unwinder, and what splicing reuses from one thread to the next.
-    native: Option<Box<native::NativeSide>>,
+    native: Option<Box<NativeSide>>,
     /// `--rotate`: the segment being written, and the thread that finishes the others.
     rotation: Option<Rotation>,
 }
@@ -306,17 +314,21 @@ fn tick_figures(
     (rate, errors, expected, missed)
 }
 
-/// Bytecode read along with a code object's header, at most (longer functions are read
-/// in part: the check for a return instruction is skipped past it).
-const MAX_BYTECODE_UNITS: u64 = 4096;
-
-/// `_PyInterpreterFrame.owner` of a generator's or coroutine's frame (3.11 to 3.15).
-const FRAME_OWNED_BY_GENERATOR: u8 = 1;
-
 /// Reads of one thread's stack before its sample is dropped.
 const READ_ATTEMPTS: u32 = 4;
 
 impl Sampler {
+    /// The count of samples written so far, shared with the [`Session`](super::Session)
+    /// that runs this sampler (updated after each tick).
+    pub fn progress(&self) -> Arc<AtomicU64> {
+        self.progress.clone()
+    }
+
+    /// The file (or, `--rotate`, the directory) being written.
+    pub fn path(&self) -> &Path {
+        &self.opts.path
+    }
+
     /// Creates the output file (so that a bad path fails at start, in the caller).
     pub fn new(target: Target, opts: RecordOptions) -> Result<Sampler, TachError> {
         let pausing = Pausing::new(target.pid, opts.blocking, opts.native);
@@ -364,7 +376,7 @@ impl Sampler {
         let target_pid = target.pid;
         // In-process too: the sampler is a thread of its own, and pauses the others.
         let native = if opts.native {
-            Some(Box::new(native::NativeSide::new(target_pid)?))
+            Some(Box::new(NativeSide::new(target_pid)?))
         } else {
             None
         };
@@ -398,7 +410,7 @@ impl Sampler {
         let native_error = self
             .native
             .as_deref_mut()
-            .is_some_and(native::NativeSide::take_tick_error);
+            .is_some_and(NativeSide::take_tick_error);
         let ok = !native_error && ok;
         self.pausing.settle();
         if !ok {

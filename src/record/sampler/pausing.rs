@@ -4,9 +4,6 @@
 use std::time::{Duration, Instant};
 
 use super::super::native::Registers;
-use super::threads::{gil_fields, gil_span};
-use super::Sampler;
-use crate::record::interpreter::layout::Offsets;
 use crate::record::process::pause::{Pauser, ThreadPause};
 use crate::record::process::ptrace_pause::{PtracePauser, NATIVE_STOP_TIMEOUT};
 
@@ -19,10 +16,10 @@ const STEP: Duration = Duration::from_micros(20);
 pub(super) struct Pausing {
     /// Pauses the GIL holder during a tick: with a signal in-process, with ptrace from
     /// outside. `None`: the tick reads running threads.
-    pauser: Option<Box<dyn ThreadPause>>,
+    pub(super) pauser: Option<Box<dyn ThreadPause>>,
     /// The thread paused this tick and whether it was on a CPU just before (paused, it
     /// is in a signal handler or stopped: its scheduling state says nothing of its work).
-    paused_on_cpu: Option<(u64, bool)>,
+    pub(super) paused_on_cpu: Option<(u64, bool)>,
 }
 
 impl Pausing {
@@ -137,65 +134,5 @@ fn pauser_for(pid: u64, native: bool) -> Option<Box<dyn ThreadPause>> {
         )))
     } else {
         Some(Box::new(PtracePauser::new(pid as i32)))
-    }
-}
-
-impl Sampler {
-    /// Pauses the thread that holds the main interpreter's GIL, so that no thread's
-    /// Python stack changes while the tick reads them, and returns the GIL state that
-    /// holds while it is paused. The holder can drop the GIL between the read of the
-    /// state and the pause; the state is read again once paused, and a new holder is
-    /// paused instead (a few times at most). With no holder, or a thread that cannot be
-    /// paused in time, the tick reads running threads as without the pause.
-    pub(super) fn pause_gil_holder(
-        &mut self,
-        o: &Offsets,
-        interp: u64,
-        mut state: (bool, u64),
-    ) -> (bool, u64) {
-        let Some((lo, len)) = gil_span(o) else {
-            return state;
-        };
-        let base = if o.gil.in_runtime {
-            self.target.runtime
-        } else {
-            interp
-        };
-        let mut gil = [0u8; 64];
-        let Some(gil) = gil.get_mut(..len) else {
-            return state;
-        };
-        for _ in 0..3 {
-            let (locked, holder) = state;
-            if !locked || holder == 0 {
-                return state;
-            }
-            let Some(tid) = self.tid_of_tstate(o, holder) else {
-                return state;
-            };
-            if !self.pausing.enabled() || tid == 0 {
-                return state;
-            }
-            // Paused, the thread is in a signal handler or stopped by ptrace (`t`): its
-            // scheduling state is the one it had just before.
-            let before = self.on_cpu(tid);
-            let Some(pauser) = self.pausing.pauser.as_mut() else {
-                return state;
-            };
-            if !pauser.pause(tid) {
-                return state;
-            }
-            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
-                return state;
-            }
-            let now = gil_fields(o, gil, lo);
-            self.pausing.paused_on_cpu = before.map(|b| (tid, b));
-            if now == state {
-                return state;
-            }
-            state = now;
-        }
-        self.pausing.resume();
-        state
     }
 }

@@ -11,6 +11,10 @@ pub(super) const GC_MARK: u64 = u64::MAX;
 /// (`AsyncTasks`).
 pub(super) const TASK_MARK: u64 = u64::MAX - 1;
 
+/// `_PyInterpreterFrame.owner` of a generator's or coroutine's frame (3.11 to 3.15), as
+/// a [`RawFrame`]'s `owner` holds it.
+pub(super) const FRAME_OWNED_BY_GENERATOR: u8 = 1;
+
 /// A synthetic frame (`<GC>`, `<task>`), not a code object.
 pub(super) fn is_mark(code: u64) -> bool {
     code >= TASK_MARK

@@ -1,5 +1,6 @@
 //! The sampler against fake interpreters in fake memory.
 
+use super::stack::FRAME_OWNED_BY_GENERATOR;
 use super::window::{Snapshot, PAGE};
 use super::*;
 use crate::record::interpreter::layout::test_offsets::offsets;

@@ -1,14 +1,14 @@
 //! One tick: every interpreter's thread list, the GIL and the garbage collector in a few
-//! batched reads, then each thread's status and stack.
+//! batched reads, then each thread's status and stack; with blocking, the thread holding
+//! the GIL paused first (`Pausing` holds the pauser and the paused thread).
 
 use crate::tach::filter::status::{
     GIL_REQUESTED, HAS_EXCEPTION, HAS_GIL, MAIN_THREAD, ON_CPU, UNKNOWN,
 };
-use std::io::{Seek, Write};
 
-use crate::tach::{ProfilingMode, Writer};
+use crate::tach::ProfilingMode;
 
-use super::async_stacks::AsyncPlan;
+use super::async_tasks::AsyncPlan;
 use super::window::ExceptionFields;
 use super::{Sampler, MAX_INTERPRETERS, MAX_THREADS, READ_ATTEMPTS};
 use crate::record::interpreter::asyncio::AsyncMode;
@@ -49,59 +49,6 @@ pub(super) struct StackRead<'a> {
     pub cut: Option<u64>,
     /// `--async-aware` on 3.11-3.13: the running task is found in the stack read.
     pub task_from_stack: bool,
-}
-
-/// The images a tick reads into, kept from one tick to the next so that a tick allocates
-/// nothing.
-pub(super) struct ReadBuffers {
-    /// The thread state being sampled.
-    pub tstate: Vec<u8>,
-    /// A frame read alone (outside the page window: an entry frame on the C stack, a
-    /// generator's frame in its object, a frame object).
-    pub frame: Vec<u8>,
-    /// The runtime's and the interpreters' fields.
-    pub small: Vec<u8>,
-}
-
-impl ReadBuffers {
-    pub(super) fn new(o: &Offsets) -> Self {
-        ReadBuffers {
-            tstate: vec![0u8; o.thread.size as usize],
-            frame: vec![0u8; o.frame.size as usize],
-            small: Vec::with_capacity(256),
-        }
-    }
-}
-
-/// The garbage collector of the interpreter being sampled, as this tick read it, and the
-/// `<GC>` frame that marks a collection in the stacks.
-#[derive(Debug, Default)]
-pub(super) struct GcState {
-    /// A collection runs.
-    pub collecting: bool,
-    /// 3.15: the frame that triggered it (0: not known).
-    pub trigger: u64,
-    /// Writer index of the `<GC>` frame, once interned.
-    frame_id: Option<u32>,
-}
-
-impl GcState {
-    /// A new segment's writer: the `<GC>` frame is interned again when next needed.
-    pub(super) fn forget_frame(&mut self) {
-        self.frame_id = None;
-    }
-
-    /// The `<GC>` frame's writer index, if it was interned.
-    pub(super) fn frame_id(&self) -> Option<u32> {
-        self.frame_id
-    }
-
-    /// The `<GC>` frame's writer index, interned the first time.
-    pub(super) fn intern<W: Write + Seek>(&mut self, writer: &mut Writer<W>) -> u32 {
-        *self
-            .frame_id
-            .get_or_insert_with(|| writer.frame("~", "<GC>", None, None))
-    }
 }
 
 /// Offset and length of the interpreter fields a tick reads (id, next, threads head).
@@ -601,5 +548,65 @@ impl Sampler {
                 }
             }
         }
+    }
+}
+
+impl Sampler {
+    /// Pauses the thread that holds the main interpreter's GIL, so that no thread's
+    /// Python stack changes while the tick reads them, and returns the GIL state that
+    /// holds while it is paused. The holder can drop the GIL between the read of the
+    /// state and the pause; the state is read again once paused, and a new holder is
+    /// paused instead (a few times at most). With no holder, or a thread that cannot be
+    /// paused in time, the tick reads running threads as without the pause.
+    pub(super) fn pause_gil_holder(
+        &mut self,
+        o: &Offsets,
+        interp: u64,
+        mut state: (bool, u64),
+    ) -> (bool, u64) {
+        let Some((lo, len)) = gil_span(o) else {
+            return state;
+        };
+        let base = if o.gil.in_runtime {
+            self.target.runtime
+        } else {
+            interp
+        };
+        let mut gil = [0u8; 64];
+        let Some(gil) = gil.get_mut(..len) else {
+            return state;
+        };
+        for _ in 0..3 {
+            let (locked, holder) = state;
+            if !locked || holder == 0 {
+                return state;
+            }
+            let Some(tid) = self.tid_of_tstate(o, holder) else {
+                return state;
+            };
+            if !self.pausing.enabled() || tid == 0 {
+                return state;
+            }
+            // Paused, the thread is in a signal handler or stopped by ptrace (`t`): its
+            // scheduling state is the one it had just before.
+            let before = self.on_cpu(tid);
+            let Some(pauser) = self.pausing.pauser.as_mut() else {
+                return state;
+            };
+            if !pauser.pause(tid) {
+                return state;
+            }
+            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
+                return state;
+            }
+            let now = gil_fields(o, gil, lo);
+            self.pausing.paused_on_cpu = before.map(|b| (tid, b));
+            if now == state {
+                return state;
+            }
+            state = now;
+        }
+        self.pausing.resume();
+        state
     }
 }

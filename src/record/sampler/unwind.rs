@@ -4,11 +4,11 @@
 
 use crate::tach::MAX_STACK_DEPTH;
 
-use super::async_stacks::MAX_STEPS;
-use super::stack::{RawFrame, GC_MARK};
+use super::async_tasks::MAX_STEPS;
+use super::stack::{RawFrame, FRAME_OWNED_BY_GENERATOR, GC_MARK};
 use super::threads::StackRead;
 use super::window::{Snapshot, MAX_SLOTS, PAGE, WINDOW_MAX_PAGES};
-use super::{Sampler, FRAME_OWNED_BY_GENERATOR, MAX_WALK};
+use super::{Sampler, MAX_WALK};
 use crate::record::interpreter::layout::{field_i32, field_u64, FrameOwner, Offsets};
 use crate::record::interpreter::stack_tasks::{StepFrames, LOCALSPLUS};
 use crate::record::process::memory::ReadError;
