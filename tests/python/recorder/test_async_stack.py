@@ -387,38 +387,10 @@ def test_task_stacks_have_no_gc_frame(where, work):
     assert not with_gc, with_gc[:5]
 
 
-# Two named tasks calling into C: zlib's deflate and hashlib's SHA-256.
-NATIVE_TASKS = """\
-import asyncio, hashlib, sys, zlib
-
-DATA = b"".join(b"%d spam eggs " % i for i in range(20000))
-
-def compress():
-    return zlib.compress(DATA, 9)
-
-def digest():
-    return hashlib.sha256(DATA * 4).digest()
-
-async def squeeze():
-    while True:
-        compress()
-        await asyncio.sleep(0)
-
-async def hash_():
-    while True:
-        digest()
-        await asyncio.sleep(0)
-
-async def main(seconds):
-    tasks = [asyncio.create_task(squeeze(), name="squeeze"),
-             asyncio.create_task(hash_(), name="hash")]
-    print("ready", flush=True)
-    await asyncio.sleep(seconds)
-    for t in tasks:
-        t.cancel()
-
-asyncio.run(main(float(sys.argv[1])))
-"""
+# Two named tasks calling into C: zlib's deflate and hashlib's SHA-256 (the program
+# test_record.py records in-process).
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "data", "native", "tasks.py")) as _f:
+    NATIVE_TASKS = _f.read()
 
 
 def record_native_and_alone(cmd, work, seconds):
@@ -476,7 +448,7 @@ def test_native_frames_under_the_running_task(where, work):
                     in_c[task] += n
         print(f"{where}: {summary.strip()}\nin C under each task: {dict(in_c)} of {total}")
         assert in_c["squeeze"] > 0.1 * total and in_c["hash"] > 0.1 * total, (in_c, total)
-        report, worst, missing, _ = compare(
+        report, worst, missing, _, _ = compare(
             alone, write_collapsed(without_native(stacks), os.path.join(run, "python")))
         print(f"{report}\nlargest difference {worst:.2f} points")
         if worst <= 3.0 and not missing:
