@@ -24,6 +24,7 @@ into a directory the chroot's interpreter is pointed at (PYTHONPATH).
 import collections
 import functools
 import json
+import math
 import os
 import re
 import subprocess
@@ -220,29 +221,48 @@ def shares(stacks):
     return pct(self_), pct(incl), pct(chains), total
 
 
+def noise_bound(ref_pct, ref_n, our_pct, our_n):
+    """How many points two samplers' shares of one execution can differ by from sampling
+    alone: 3.5 standard errors of the difference of two proportions (each sampler's
+    ticks fall at moments of their own, so each share is a proportion of its own
+    samples), and at least 2 points. At about 3,500 samples a side a share near 50%
+    has a standard error of 1.2 points on the difference: a 2-point bound failed one CI
+    run in three or four, on noise alone."""
+    p, q = ref_pct / 100.0, our_pct / 100.0
+    se = 100.0 * math.sqrt(p * (1 - p) / max(ref_n, 1) + q * (1 - q) / max(our_n, 1))
+    return max(2.0, 3.5 * se)
+
+
 def compare(ref_path, ours_path, top=15):
     """The report of the comparison, the largest difference among the `top` largest
-    functions and tasks (self and inclusive), and the task chains (root to leaf) that
-    hold 1% of the samples in one profile and none in the other."""
+    functions and tasks (self and inclusive), the task chains (root to leaf) that hold
+    1% of the samples in one profile and none in the other, the signed differences by
+    row, and the rows that differ by more than sampling explains ([`noise_bound`]):
+    {row: (difference, bound)}."""
     ref, ours = collapsed_stacks(ref_path), collapsed_stacks(ours_path)
     rs, ri, rc, rn = shares(ref)
     ts, ti, tc, tn = shares(ours)
     lines = [f"samples: CPython {rn}, tach {tn}"]
     worst = 0.0
     signed = {}
+    over = {}
     for fn in sorted(ri, key=ri.get, reverse=True)[:top]:
-        signed[(fn, "self")] = rs.get(fn, 0.0) - ts.get(fn, 0.0)
-        signed[(fn, "inclusive")] = ri[fn] - ti.get(fn, 0.0)
-        d_self = abs(signed[(fn, "self")])
-        d_incl = abs(signed[(fn, "inclusive")])
-        worst = max(worst, d_self, d_incl)
+        for kind, r, t in (("self", rs.get(fn, 0.0), ts.get(fn, 0.0)),
+                           ("inclusive", ri[fn], ti.get(fn, 0.0))):
+            signed[(fn, kind)] = r - t
+            worst = max(worst, abs(r - t))
+            bound = noise_bound(r, rn, t, tn)
+            if abs(r - t) > bound:
+                over[(fn, kind)] = (round(r - t, 2), round(bound, 2))
         lines.append(f"{fn[0]}:{fn[1]}: self {rs.get(fn, 0):.1f}/{ts.get(fn, 0):.1f} "
                      f"inclusive {ri[fn]:.1f}/{ti.get(fn, 0):.1f}")
     missing = [c for c in set(rc) | set(tc)
                if max(rc.get(c, 0.0), tc.get(c, 0.0)) >= 1.0 and min(rc.get(c, 0.0), tc.get(c, 0.0)) == 0.0]
     for chain in sorted(rc, key=rc.get, reverse=True)[:top]:
         lines.append(f"tasks {' > '.join(chain) or '(none)'}: {rc[chain]:.1f}/{tc.get(chain, 0):.1f}")
-    return "\n".join(lines), worst, missing, signed
+    if over:
+        lines.append(f"beyond sampling noise (difference, bound): {over}")
+    return "\n".join(lines), worst, missing, signed, over
 
 
 def record_both(target, work, seconds):
@@ -279,39 +299,23 @@ def test_same_stacks_as_cpythons_sampler_on_315(program, work, request):
     if program == "server":
         env = (f"PYTHONPATH={request.getfixturevalue('site')}",)
     text, name = (TREE, "aio_tree.py") if program == "tree" else (SERVER, "aio_server.py")
-    # Two samplers sample different instants, and on a loaded machine (the program
-    # descheduled for tens of milliseconds with one task on the CPU) a task's share
-    # varies more than between independent samples. 2 points is the noise of the
-    # reference itself: two of CPython's samplers attached at once to the server differed
-    # by 0.87, 0.98, 1.18 and 2.00 points (largest row, 4 runs, an idle 2-core machine),
-    # and a CI machine saw tach and CPython differ by 2.14, then 2.36 points. So a pair
-    # that differs by more is taken again on a new process, up to three times. A
-    # recorder that is wrong differs every time, and in the same direction: a CI machine
-    # once saw three pairs differ by 2.01, 2.73 and 2.15 points, the rows over 2 points
-    # with tach low twice and high once (noise). So when no pair is within 2 points, every
-    # row that was over 2 in some pair must have differed in both directions across the
-    # three, and never by more than 3.5.
-    attempts = []
+    # Two samplers sample different instants: each row may differ by what sampling
+    # explains (`noise_bound`: 3.5 standard errors, at least 2 points). A fixed 2 points
+    # (with a rule for rows over it in every pair) failed CI runs on rows 3.1 standard
+    # errors apart: AsyncClient.send 47.5% against 43.8% of about 3,500 samples each. A
+    # pair beyond it is taken again on a new process, up to three times: a recorder that
+    # is wrong is beyond it every time.
     for attempt in (1, 2, 3):
         run = os.path.join(work, f"attempt-{attempt}")
         os.makedirs(run, exist_ok=True)
         with chroot_target("python3.15", run, text, name, seconds + 6, env) as target:
             ref, ours, summary = record_both(target, run, seconds)
-        report, worst, missing, signed = compare(ref, ours)
-        attempts.append((worst, signed))
+        report, worst, missing, _, over = compare(ref, ours)
         print(f"{program} (attempt {attempt}): {summary.strip()}\n{report}\n"
               f"largest difference {worst:.2f} points")
-        if worst <= 2.0 and not missing:
+        if not over and not missing:
             break
-    if worst > 2.0:
-        assert max(w for w, _ in attempts) <= 3.5, report
-        over = {row for _, s in attempts for row, d in s.items() if abs(d) > 2.0}
-        one_way = {}
-        for row in over:
-            ds = [s.get(row, 0.0) for _, s in attempts]
-            if all(d > 0 for d in ds) or all(d < 0 for d in ds):
-                one_way[row] = ds
-        assert not one_way, f"tach differs the same way in every pair: {one_way}\n{report}"
+    assert not over, report
     # The same task frames in the same places: every chain of tasks from a root to a
     # leaf that holds 1% of one profile is in the other.
     assert not missing, f"{missing}\n{report}"
@@ -693,14 +697,17 @@ def test_native_and_async_together_on_315(work, request):
         e = tach("export", "--collapsed", "-o", exported, ours)
         assert e.returncode == 0, e.stderr
         stacks = collapsed_stacks(exported)
-        report, worst, missing, _ = compare(
+        # Each row within what sampling explains (`noise_bound`): a fixed 2 points failed
+        # a CI run on `digest`, 17.8% against 20.2% of about 2,900 samples each (2.3
+        # standard errors).
+        report, worst, missing, _, over = compare(
             write_collapsed(without_native(collapsed_stacks(ref)), ref + ".python"),
             write_collapsed(without_native(stacks), exported + ".python"))
         print(f"attempt {attempt}: {rec.stderr.strip()}\n{report}\n"
               f"largest difference {worst:.2f} points")
-        if worst <= 2.0 and not missing:
+        if not over and not missing:
             break
-    assert worst <= 2.0, report
+    assert not over, report
     assert not missing, f"{missing}\n{report}"
     total = sum(n for _, n in stacks)
     # Root to leaf: the task frames, then the task's own frames, native ones among them.
