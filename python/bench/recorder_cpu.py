@@ -6,7 +6,9 @@ open and sending requests back to back: the server then runs one handler thread 
 connection, 16 by default, plus its main thread, each parsing a request, building a
 JSON answer and waiting on its socket. Each profiler is attached to the server for
 SECONDS at each rate, in turn (interleaved, REPEAT times); its CPU time is the user and
-system time of its process (os.wait4), as a share of one CPU over the time it ran. The
+system time of its process (os.wait4), as a share of one CPU over the time it ran, and
+its steady state, the same share from 2 s after it starts to 1 s before it ends (read
+from /proc: no attach, no last write of the file). The
 server's throughput (requests a second, from the load generator) with and without each
 profiler is printed beside it.
 
@@ -68,16 +70,32 @@ print(sum(done) / seconds, flush=True)
 '''
 
 
-def measured(cmd):
-    """Runs `cmd`; its CPU time (user + system, seconds) and wall time."""
+def cpu_seconds(pid):
+    """The user + system time of process `pid` so far (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(cmd, seconds):
+    """Runs `cmd` (a profiler that runs for `seconds`): its CPU time (user + system,
+    seconds) and wall time, and its CPU share over its steady state, from 2 s after it
+    starts to 1 s before it ends (without the attach, and the file's last write)."""
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    steady = None
+    if seconds >= 5:
+        time.sleep(2)
+        t0, c0 = time.monotonic(), cpu_seconds(proc.pid)
+        time.sleep(max(0.0, start + seconds - 1 - time.monotonic()))
+        t1, c1 = time.monotonic(), cpu_seconds(proc.pid)
+        steady = 100.0 * (c1 - c0) / (t1 - t0)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
     err = proc.stderr.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd[0]} failed ({status}): {err[-800:]}")
-    return usage.ru_utime + usage.ru_stime, wall, err
+    return usage.ru_utime + usage.ru_stime, wall, steady
 
 
 def main():
@@ -120,6 +138,7 @@ def main():
         ]
     rates = [r.strip() for r in args.rates.split(",")]
     cpu = {(name, r): [] for name, _ in profilers for r in rates}
+    steady = {(name, r): [] for name, _ in profilers for r in rates}
     rps = {(name, r): [] for name, _ in profilers for r in rates}
     alone = []
     try:
@@ -133,8 +152,10 @@ def main():
                          str(args.seconds + 2)], stdout=subprocess.PIPE, text=True)
                     time.sleep(1)
                     if cmd is not None:
-                        used, wall, _ = measured(cmd(rate))
+                        used, wall, still = measured(cmd(rate), args.seconds)
                         cpu[(name, rate)].append(100.0 * used / wall)
+                        if still is not None:
+                            steady[(name, rate)].append(still)
                     throughput = float(load.communicate()[0])
                     if cmd is None:
                         alone.append(throughput)
@@ -147,15 +168,20 @@ def main():
           f"{base:.0f} requests/s (median of {len(alone)}); "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(f"| profiler | rate | CPU, % of one core (median of {args.repeat}) | runs "
-          "| server throughput vs alone |")
-    print("|---|---|---|---|---|")
+          "| steady state (2 s in to 1 s before the end) | runs | server throughput vs alone |")
+    print("|---|---|---|---|---|---|---|")
     for rate in rates:
         for name, _ in profilers:
             c = cpu[(name, rate)]
+            s = steady[(name, rate)]
             t = statistics.median(rps[(name, rate)])
+            still = f"{statistics.median(s):.2f}%" if s else "-"
             print(f"| {name} | {rate} Hz | {statistics.median(c):.2f}% | "
-                  f"{', '.join(f'{v:.2f}' for v in c)} | {100.0 * (t / base - 1):+.1f}% |")
-    print(json.dumps({"alone_rps": alone, "cpu": {f"{n} @ {r}": v for (n, r), v in cpu.items()}}))
+                  f"{', '.join(f'{v:.2f}' for v in c)} | {still} | "
+                  f"{', '.join(f'{v:.2f}' for v in s)} | {100.0 * (t / base - 1):+.1f}% |")
+    print(json.dumps({"alone_rps": alone,
+                      "cpu": {f"{n} @ {r}": v for (n, r), v in cpu.items()},
+                      "steady": {f"{n} @ {r}": v for (n, r), v in steady.items()}}))
 
 
 if __name__ == "__main__":
