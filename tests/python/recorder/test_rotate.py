@@ -66,13 +66,15 @@ def single_timestamps(path):
     return [t for _, t in timestamps([path])[path]]
 
 
-def assert_every_sample_once(paths, samples, beside=None):
+def assert_every_sample_once(paths, samples, beside=None, switch_us=0):
     """No sample in two segments, and across each boundary no gap longer than two
     intervals (or than the longest gap inside the segments: a late wake-up of the
     sampler on a busy machine, which the boundary did not cause). With `beside`, the
     timestamps of a recorder attached to the same program at the same time: a boundary gap
     that recorder also has (it got no sample in most of that window either) is the
-    machine's stall, not the switch's."""
+    machine's stall, not the switch's. `switch_us`: where ticks with no sample are
+    normal (`--async-aware`: no task runs), the recorder's longest segment switch, which
+    a boundary may add to the workload's own longest gap."""
     every = [s for p in paths for s in samples[p]]
     assert len(every) == len(set(every)), "a sample is in two segments"
     inside = max(b[1] - a[1] for p in paths for a, b in zip(samples[p], samples[p][1:]))
@@ -80,7 +82,7 @@ def assert_every_sample_once(paths, samples, beside=None):
         last, first = samples[a][-1][1], samples[b][0][1]
         gap = first - last
         assert gap > 0, (a, b, gap)
-        if gap <= max(2 * INTERVAL_US, inside):
+        if gap <= max(2 * INTERVAL_US, inside + switch_us):
             continue
         assert beside, (a, b, gap, inside)
         # The longest stretch of that window the other recorder has no sample in.
@@ -409,11 +411,13 @@ def test_soak_an_aiohttp_server_under_load_for_a_minute(work):
         out = os.path.join(work, "soak")
         every_segment = os.path.join(work, "every-segment")
         os.makedirs(every_segment)
+        # TACH_RECORD_DEBUG: the summary gives the longest segment switch.
         rotating = subprocess.Popen(
             [TACH, "record", "--pid", str(server.pid), "-d", str(SOAK_SECONDS), "--rotate", "2s",
              "--keep", "20s", "--native", "--async-aware", "-r", str(RATE), "-o", out,
              "--on-segment", f"ln -t {every_segment}"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TACH_RECORD_DEBUG": "1"})
         # Finished segments kept: those that ended within 20 s (10 of 2 s, 11 at a
         # boundary), looked at every half second (one more); then the one being
         # finished and the one being written.
@@ -452,4 +456,9 @@ def test_soak_an_aiohttp_server_under_load_for_a_minute(work):
     counts = [len(samples[p]) for p in paths]
     print(f"soak: {made} segments, {sum(counts)} samples", file=sys.stderr)
     assert sum(counts) == summary_samples(err), (counts, err)
-    assert_every_sample_once(paths, samples)
+    # With --async-aware a tick gives a sample only while a task runs: the server's own
+    # pauses leave gaps (105 ms inside the segments in one CI run), and a boundary
+    # can add the switch to one (125 ms there).
+    switch = re.search(r"segment switches, the longest (\d+) us", err)
+    assert switch, err
+    assert_every_sample_once(paths, samples, switch_us=int(switch.group(1)))
