@@ -343,7 +343,7 @@ pub struct Footer {
     /// The wall-clock time (UTC, Unix epoch microseconds) of the header's
     /// `start_time_us`: a sample's wall-clock time is this plus its timestamp's offset
     /// from the start. Kept in the reserved bytes 16..28 (an i64 in the file's byte
-    /// order, then [`WALL_ORIGIN_MARKER`]); `None` in files without it (CPython's, and
+    /// order, then `WALL_ORIGIN_MARKER`); `None` in files without it (CPython's, and
     /// tach's before it was recorded).
     pub wall_origin_us: Option<i64>,
 }

@@ -57,7 +57,7 @@ pub struct FilteredRun<'w, M> {
 impl TachFile {
     /// The walk over this file's runs through `filter`, its time window bound to the
     /// file's first timestamp (found by a decode of its own only when the filter has a
-    /// window). Consumers that already know the origin use [`KeptRuns::new`].
+    /// window). Consumers that already know the origin use `KeptRuns::new`.
     pub fn kept_runs<'a, M>(&'a self, filter: &'a SampleFilter) -> Result<KeptRuns<'a, M>> {
         filter.wall_offset(self)?;
         let origin = if filter.needs_origin() {
