@@ -26,9 +26,9 @@ pub(super) struct AsyncTasks {
     /// the tasks awaiting it, innermost first.
     pub(super) items: Vec<StackItem>,
     /// Names of the `<task>` frames of the sample being resolved.
-    pub(super) task_names: Vec<String>,
+    task_names: Vec<String>,
     /// Writer index of each `<task>` frame, by task name.
-    pub(super) task_frame_ids: HashMap<String, u32>,
+    task_frame_ids: HashMap<String, u32>,
     /// Where the walk met the frame the stack is cut at (the running task's coroutine):
     /// how many frames it had then.
     pub(super) cut_found: Option<usize>,
@@ -36,7 +36,7 @@ pub(super) struct AsyncTasks {
     pub(super) tick_tasks: HashMap<u64, Task>,
     pub(super) task_threads: HashMap<u64, (u64, u8)>,
     /// `running`: per running task, the ranges its chain's walk read last time.
-    pub(super) read_ahead: HashMap<u64, Vec<(u64, usize)>>,
+    read_ahead: HashMap<u64, Vec<(u64, usize)>>,
     /// 3.11-3.13: finds the running task from the stack (`None`: not async-aware, or a
     /// version whose tasks `reader` reads).
     pub(super) stack_tasks: Option<StackTasks>,
@@ -45,7 +45,7 @@ pub(super) struct AsyncTasks {
     /// 3.11-3.13: the stack read holds no running task.
     pub(super) no_task: bool,
     /// Writer frames by index: whether each is the event loop's `_run_once`.
-    pub(super) loop_frames: HashMap<u32, bool>,
+    loop_frames: HashMap<u32, bool>,
 }
 
 /// Places a task's step may run that a walk keeps (a generator entered from C, each).
@@ -174,7 +174,7 @@ impl AsyncTasks {
         Ok(frame)
     }
 
-    pub(super) fn walk_running_chain(
+    fn walk_running_chain(
         &mut self,
         mem: &dyn MemoryReader,
         target: &Target,

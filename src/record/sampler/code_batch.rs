@@ -16,13 +16,13 @@ const MAX_BYTECODE_UNITS: u64 = 4096;
 /// one sample to the next so that resolving a stack allocates nothing.
 pub(super) struct CodeBatch {
     /// The distinct code objects of the stack.
-    pub(super) codes: Vec<u64>,
+    codes: Vec<u64>,
     /// Per raw frame, its code object's index in `codes` (`usize::MAX`: a mark).
-    pub(super) code_slot: Vec<usize>,
+    code_slot: Vec<usize>,
     /// Where each of `codes` was read in `header`: (start, length).
-    pub(super) code_at: Vec<(usize, usize)>,
+    code_at: Vec<(usize, usize)>,
     /// The ranges read, and what they read.
-    pub(super) ranges: Vec<(u64, usize)>,
+    ranges: Vec<(u64, usize)>,
     pub(super) header: Vec<u8>,
 }
 

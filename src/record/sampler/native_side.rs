@@ -16,10 +16,10 @@ pub(super) struct NativeSide {
     pub(super) kinds: Vec<NativeKind>,
     pub(super) merged: Vec<u32>,
     /// Addresses of the eval loop's entry frames met in the Python chain just read.
-    pub(super) entry_frames: Vec<u64>,
+    entry_frames: Vec<u64>,
     /// `-a`: the process's threads (`/proc/PID/task`), and when they were listed.
     pub(super) threads: Vec<u64>,
-    pub(super) threads_listed: Option<std::time::Instant>,
+    threads_listed: Option<std::time::Instant>,
     /// A native stack of this tick could not be read or spliced.
     pub(super) tick_error: bool,
 }
