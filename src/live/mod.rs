@@ -313,10 +313,11 @@ impl Screen {
     ) -> std::io::Result<()> {
         // The first table as soon as there is something to show.
         let mut next_refresh = Instant::now() + Duration::from_millis(250);
+        let mut liveness = target.liveness();
         loop {
             let now = Instant::now();
             if let Some(session) = &self.session {
-                if !target.running() {
+                if !target.running(&mut liveness) {
                     // Stopped first: the sampler's ptrace stops are gone before the
                     // program's exit status is collected.
                     self.stop_sampling(None);

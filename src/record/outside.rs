@@ -13,7 +13,7 @@ use crate::tach::{ProfilingMode, TachError, Writer};
 
 use super::clock::monotonic_us;
 use super::discovery::attach::{self, AttachError};
-use super::process::running::{alive, child_exited};
+use super::process::running::{child_exited, Liveness};
 use super::sampler::RecordOptions;
 use super::session::Session;
 
@@ -42,14 +42,21 @@ impl Recorded<'_> {
         }
     }
 
-    pub(crate) fn running(&mut self) -> bool {
+    /// Whether the process still runs; `liveness` is the look kept for it (made by
+    /// [`Recorded::liveness`]).
+    pub(crate) fn running(&mut self, liveness: &mut Liveness) -> bool {
         match self {
-            Recorded::Pid(p) => alive(*p),
+            Recorded::Pid(_) => liveness.alive(),
             // Not try_wait: waitpid reports a traced child's ptrace stops as well, and
             // would take the sampler's pause for an exit. WNOWAIT leaves the exit status
             // for the caller's wait().
-            Recorded::Child(c) => !child_exited(c.id() as i32),
+            Recorded::Child(c) => !child_exited(c.id() as i32, liveness),
         }
+    }
+
+    /// The look at the process that [`Recorded::running`] takes again and again.
+    pub(crate) fn liveness(&self) -> Liveness {
+        Liveness::new(self.pid())
     }
 }
 
@@ -63,13 +70,14 @@ pub(crate) fn start_session(
 ) -> Result<Session, ExternalError> {
     let pid = target.pid();
     let began = Instant::now();
+    let mut liveness = target.liveness();
     let attached = loop {
         match attach::attach(pid, opts.opcodes) {
             Ok(t) => break t,
             Err(e @ (AttachError::NotPython { .. } | AttachError::Starting { .. }))
                 if matches!(target, Recorded::Child(_)) && began.elapsed() < startup =>
             {
-                if !target.running() {
+                if !target.running(&mut liveness) {
                     return Err(e.into());
                 }
                 std::thread::sleep(Duration::from_millis(1));
