@@ -234,6 +234,8 @@ impl ThreadPause for Pauser {
 pub struct Pauser {
     signal: i32,
     pid: i32,
+    /// The real user id the signal's sender names (looked up once, not at every pause).
+    uid: u32,
     next: u32,
     /// The sequence number and thread id of the thread paused now.
     held: Option<(u32, u64)>,
@@ -256,6 +258,8 @@ impl Pauser {
             signal,
             // SAFETY: getpid has no preconditions.
             pid: unsafe { libc::getpid() },
+            // SAFETY: getuid has no preconditions.
+            uid: unsafe { libc::getuid() },
             next: RELEASED.load(Ordering::Acquire),
             held: None,
             paused: 0,
@@ -289,7 +293,7 @@ impl Pauser {
             // Linux x86-64/aarch64 layout of the _rt member: pid (i32), uid (u32), then
             // sigval at offset 8 of the union, which starts at offset 16.
             *(raw.add(16) as *mut i32) = self.pid;
-            *(raw.add(20) as *mut u32) = libc::getuid();
+            *(raw.add(20) as *mut u32) = self.uid;
             *(raw.add(24) as *mut usize) = seq as usize;
             libc::syscall(
                 libc::SYS_rt_tgsigqueueinfo,

@@ -12,6 +12,9 @@ pub(super) struct ReadBuffers {
     pub frame: Vec<u8>,
     /// The runtime's and the interpreters' fields.
     pub small: Vec<u8>,
+    /// The GIL and the main thread's state, read together once the GIL's holder is
+    /// paused.
+    pub paused: Vec<u8>,
 }
 
 impl ReadBuffers {
@@ -20,6 +23,7 @@ impl ReadBuffers {
             tstate: vec![0u8; o.thread.size as usize],
             frame: vec![0u8; o.frame.size as usize],
             small: Vec::with_capacity(256),
+            paused: Vec::with_capacity(o.thread.size as usize + 64),
         }
     }
 }

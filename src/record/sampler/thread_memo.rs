@@ -24,6 +24,8 @@ pub(super) struct ThreadMemo {
     seen: HashSet<u64>,
     /// (interpreter, thread state) of the main thread, once found.
     main_tstate: Option<(u64, u64)>,
+    /// The first interpreter of the runtime's list at the last tick.
+    first_interp: Option<u64>,
 }
 
 impl ThreadMemo {
@@ -89,6 +91,16 @@ impl ThreadMemo {
 
     pub fn set_main_tstate(&mut self, at: Option<(u64, u64)>) {
         self.main_tstate = at;
+    }
+
+    /// The first interpreter of the runtime's list, as the last tick found it: its
+    /// fields are read with the runtime's, on the guess that it is still the first.
+    pub fn first_interp(&self) -> Option<u64> {
+        self.first_interp
+    }
+
+    pub fn set_first_interp(&mut self, interp: Option<u64>) {
+        self.first_interp = interp;
     }
 
     /// Is thread `tid` of process `pid` running on a CPU right now (`R` in its

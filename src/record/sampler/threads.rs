@@ -58,6 +58,35 @@ pub(super) fn interp_span(o: &Offsets) -> (u64, usize) {
     (lo, (hi - lo) as usize)
 }
 
+/// Appends the reads of interpreter `interp`'s fields a tick needs: its id, next and
+/// threads head; its GIL (from 3.12); with `gc`, whether a collection runs and (3.15)
+/// the frame that triggered it. Returns where the collector's fields start in the bytes
+/// read, and whether they are read.
+pub(super) fn push_interp_ranges(
+    o: &Offsets,
+    gc: bool,
+    interp: u64,
+    ranges: &mut Vec<(u64, usize)>,
+) -> (usize, bool) {
+    let (ilo, ilen) = interp_span(o);
+    let first = ranges.len();
+    ranges.push((interp.wrapping_add(ilo), ilen));
+    if let (false, Some((lo, len))) = (o.gil.in_runtime, gil_span(o)) {
+        ranges.push((interp.wrapping_add(lo), len));
+    }
+    let gc_at = ranges[first..].iter().map(|r| r.1).sum::<usize>();
+    match (gc, o.interp.gc_collecting) {
+        (true, Some(c)) => {
+            ranges.push((interp.wrapping_add(c), 4));
+            if let Some(f) = o.interp.gc_frame {
+                ranges.push((interp.wrapping_add(f), 8));
+            }
+            (gc_at, true)
+        }
+        _ => (gc_at, false),
+    }
+}
+
 /// Offset (from the runtime or the interpreter) and length of the GIL's `locked` flag
 /// and `last_holder`, when known.
 pub(super) fn gil_span(o: &Offsets) -> Option<(u64, usize)> {
@@ -94,9 +123,31 @@ impl Sampler {
         if let (true, Some((lo, len))) = (o.gil.in_runtime, gil) {
             ranges.push((runtime.wrapping_add(lo), len));
         }
+        let runtime_ranges = ranges.len();
+        // Async-aware, every thread is looked at: any of them may run a loop.
+        let visit_all = self.opts.all_threads || self.tasks.enabled();
+        // In the same system call, on the guess that they have not moved since the last
+        // tick: the first interpreter's fields and, sampling the main thread only, its
+        // thread state. Checked below; a wrong guess costs the reads it saved.
+        let guessed_interp = self.memo.first_interp();
+        let guessed_tstate = match (guessed_interp, self.memo.main_tstate()) {
+            (Some(first), Some((i, ts))) if !visit_all && i == first => Some(ts),
+            _ => None,
+        };
+        // (the guessed interpreter, its first range, how many).
+        let mut interp_fields = None;
+        if let Some(first) = guessed_interp {
+            let at = ranges.len();
+            push_interp_ranges(&o, self.opts.gc, first, &mut ranges);
+            interp_fields = Some((first, at, ranges.len() - at));
+        }
+        if let Some(ts) = guessed_tstate {
+            ranges.push((ts, self.bufs.tstate.len()));
+        }
         let mut buf = std::mem::take(&mut self.bufs.small);
         buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
-        if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+        let got = self.target.mem.read_many(&ranges, &mut buf);
+        if got < runtime_ranges {
             self.bufs.small = buf;
             return Err(ReadError::Invalid("runtime unreadable"));
         }
@@ -105,33 +156,48 @@ impl Sampler {
             (true, Some((lo, _))) => Some(gil_fields(&o, &buf[8..], lo)),
             _ => None,
         };
+        self.memo.set_first_interp((interp != 0).then_some(interp));
+        // The guessed interpreter's fields, when it is still the first: (where they
+        // start in `buf`, their length).
+        let mut prefetched = None;
+        if let Some((first, at, count)) = interp_fields {
+            if first == interp && got >= at + count {
+                let start: usize = ranges[..at].iter().map(|r| r.1).sum();
+                let len: usize = ranges[at..at + count].iter().map(|r| r.1).sum();
+                prefetched = Some((start, len));
+            }
+        }
+        // The main thread's state, read in the same call (a pause below reads it again):
+        // the last range.
+        let mut tstate_read = None;
+        if let (Some(ts), Some(_)) = (guessed_tstate, prefetched) {
+            if got == ranges.len() {
+                let len = self.bufs.tstate.len();
+                let start = buf.len() - len;
+                self.bufs.tstate.copy_from_slice(&buf[start..]);
+                tstate_read = Some(ts);
+            }
+        }
         self.memo.begin_tick();
-        // Async-aware, every thread is looked at: any of them may run a loop.
-        let visit_all = self.opts.all_threads || self.tasks.enabled();
         let (ilo, ilen) = interp_span(&o);
         let mut n_interp = 0;
         while interp != 0 && n_interp < MAX_INTERPRETERS {
             n_interp += 1;
             ranges.clear();
-            ranges.push((interp.wrapping_add(ilo), ilen));
-            if let (false, Some((lo, len))) = (o.gil.in_runtime, gil) {
-                ranges.push((interp.wrapping_add(lo), len));
-            }
-            let gc_at = ranges.iter().map(|r| r.1).sum::<usize>();
-            let gc_fields = match (self.opts.gc, o.interp.gc_collecting) {
-                (true, Some(c)) => {
-                    ranges.push((interp.wrapping_add(c), 4));
-                    if let Some(f) = o.interp.gc_frame {
-                        ranges.push((interp.wrapping_add(f), 8));
-                    }
-                    true
+            let (gc_at, gc_fields) = push_interp_ranges(&o, self.opts.gc, interp, &mut ranges);
+            let len: usize = ranges.iter().map(|r| r.1).sum();
+            match prefetched.take() {
+                Some((start, plen)) if n_interp == 1 && plen == len => {
+                    buf.copy_within(start..start + len, 0);
+                    buf.truncate(len);
                 }
-                _ => false,
-            };
-            buf.resize(ranges.iter().map(|r| r.1).sum(), 0);
-            if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
-                ok = false;
-                break;
+                _ => {
+                    buf.resize(len, 0);
+                    if self.target.mem.read_many(&ranges, &mut buf) < ranges.len() {
+                        ok = false;
+                        break;
+                    }
+                }
             }
             (self.gc.collecting, self.gc.trigger) = if gc_fields {
                 (
@@ -152,7 +218,7 @@ impl Sampler {
             }
             if let (true, Some(state)) = (self.pausing.enabled(), gil_state) {
                 if n_interp == 1 {
-                    gil_state = Some(self.pause_gil_holder(&o, interp, state));
+                    gil_state = Some(self.pause_gil_holder(&o, interp, state, &mut tstate_read));
                 }
             }
             let (gil_locked, gil_holder) = gil_state.unwrap_or((false, 0));
@@ -162,7 +228,8 @@ impl Sampler {
             if !visit_all {
                 if let Some((i, ts)) = self.memo.main_tstate() {
                     let still = i == interp
-                        && self.target.mem.read(ts, &mut self.bufs.tstate).is_ok()
+                        && (tstate_read == Some(ts)
+                            || self.target.mem.read(ts, &mut self.bufs.tstate).is_ok())
                         && field_u64(&self.bufs.tstate, o.thread.interp) == Some(interp)
                         && self.native_tid(&o, &self.bufs.tstate) == self.target.pid;
                     if still {
@@ -525,6 +592,12 @@ impl Sampler {
             self.stats.filtered += 1;
             return Ok(());
         }
+        if !(self.opts.all_threads || self.tasks.enabled()) {
+            // The main thread alone: its sample was the tick's last read of the target,
+            // and the paused thread runs on while the sample is written (a write may
+            // compress and write a chunk of the file).
+            self.pausing.resume();
+        }
         self.write_stack(tid, interp_id, now_us, status);
         Ok(())
     }
@@ -558,11 +631,17 @@ impl Sampler {
     /// state and the pause; the state is read again once paused, and a new holder is
     /// paused instead (a few times at most). With no holder, or a thread that cannot be
     /// paused in time, the tick reads running threads as without the pause.
+    ///
+    /// `tstate_read`: the thread state whose image `self.bufs.tstate` holds, read before
+    /// the pause. Once a thread is paused it is read again with the GIL, in the same
+    /// system call (`None` when that read failed): the image then belongs to the moment
+    /// the stacks are read.
     pub(super) fn pause_gil_holder(
         &mut self,
         o: &Offsets,
         interp: u64,
         mut state: (bool, u64),
+        tstate_read: &mut Option<u64>,
     ) -> (bool, u64) {
         let Some((lo, len)) = gil_span(o) else {
             return state;
@@ -572,34 +651,56 @@ impl Sampler {
         } else {
             interp
         };
-        let mut gil = [0u8; 64];
-        let Some(gil) = gil.get_mut(..len) else {
-            return state;
-        };
         for _ in 0..3 {
             let (locked, holder) = state;
             if !locked || holder == 0 {
                 return state;
             }
-            let Some(tid) = self.tid_of_tstate(o, holder) else {
+            // The holder is most often the main thread, whose state this tick read.
+            let tid = match *tstate_read {
+                Some(ts) if ts == holder => Some(self.native_tid(o, &self.bufs.tstate)),
+                _ => self.tid_of_tstate(o, holder),
+            };
+            let Some(tid) = tid else {
                 return state;
             };
             if !self.pausing.enabled() || tid == 0 {
                 return state;
             }
             // Paused, the thread is in a signal handler or stopped by ptrace (`t`): its
-            // scheduling state is the one it had just before.
-            let before = self.on_cpu(tid);
+            // scheduling state is the one it had just before (looked up only where the
+            // mode keeps it).
+            let before = match self.opts.mode {
+                ProfilingMode::Cpu | ProfilingMode::All => self.on_cpu(tid),
+                _ => None,
+            };
             let Some(pauser) = self.pausing.pauser.as_mut() else {
                 return state;
             };
             if !pauser.pause(tid) {
                 return state;
             }
-            if self.target.mem.read(base.wrapping_add(lo), gil).is_err() {
-                return state;
+            let mut ranges = [(base.wrapping_add(lo), len), (0, 0)];
+            let ranges = match *tstate_read {
+                Some(ts) => {
+                    ranges[1] = (ts, self.bufs.tstate.len());
+                    &ranges[..]
+                }
+                None => &ranges[..1],
+            };
+            let mut bytes = std::mem::take(&mut self.bufs.paused);
+            bytes.resize(ranges.iter().map(|r| r.1).sum(), 0);
+            let got = self.target.mem.read_many(ranges, &mut bytes);
+            if got == 2 {
+                self.bufs.tstate.copy_from_slice(&bytes[len..]);
+            } else {
+                *tstate_read = None;
             }
-            let now = gil_fields(o, gil, lo);
+            let now = (got >= 1).then(|| gil_fields(o, &bytes[..len], lo));
+            self.bufs.paused = bytes;
+            let Some(now) = now else {
+                return state;
+            };
             self.pausing.paused_on_cpu = before.map(|b| (tid, b));
             if now == state {
                 return state;
