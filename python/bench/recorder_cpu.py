@@ -15,9 +15,11 @@ profiler is printed beside it.
     .venv/bin/python python/bench/recorder_cpu.py --tach target/release/tach \\
         --pyspy .venv/bin/py-spy --rates 19,100,1000 --seconds 20 --repeat 3
 
-Profilers: tach (blocking, the default; and --no-blocking) and py-spy (its default, which
-stops the process at each sample, and --nonblocking; Pyroscope's Python agent runs
-py-spy at 100 Hz).
+Profilers: tach (blocking, the default; and --no-blocking), the same rows for
+--baseline-tach (an earlier build, to compare two builds in one run), and py-spy (its
+default, which stops the process at each sample, and --nonblocking; Pyroscope's Python
+agent runs py-spy at 100 Hz). The steady state's CPU is the scheduler's count of the
+time the profiler's threads ran (nanoseconds), the whole run's is os.wait4's.
 """
 
 import argparse
@@ -71,10 +73,18 @@ print(sum(done) / seconds, flush=True)
 
 
 def cpu_seconds(pid):
-    """The user + system time of process `pid` so far (all its threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The time process `pid`'s threads have run so far, in seconds: the scheduler's own
+    count, in nanoseconds (`/proc/PID/task/TID/schedstat`), where `/proc/PID/stat`'s
+    user and system times count clock ticks (10 ms: a recorder at 1% of a core for 17 s
+    is 17 of them)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total / 1e9
 
 
 def measured(cmd, seconds):
@@ -102,6 +112,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--tach", required=True)
+    ap.add_argument("--baseline-tach",
+                    help="another tach binary (an earlier build): its rows are run beside "
+                         "--tach's, interleaved, to compare two builds in one run")
     ap.add_argument("--pyspy")
     ap.add_argument("--rates", default="19,100,1000")
     ap.add_argument("--seconds", type=int, default=20)
@@ -127,6 +140,15 @@ def main():
          lambda r: [args.tach, "record", "--pid", pid, "-r", r, "-d", d, "--no-blocking",
                     "-o", out + ".tach"]),
     ]
+    if args.baseline_tach:
+        profilers += [
+            ("baseline tach record --pid (blocking)",
+             lambda r: [args.baseline_tach, "record", "--pid", pid, "-r", r, "-d", d,
+                        "-o", out + ".tach"]),
+            ("baseline tach record --pid --no-blocking",
+             lambda r: [args.baseline_tach, "record", "--pid", pid, "-r", r, "-d", d,
+                        "--no-blocking", "-o", out + ".tach"]),
+        ]
     if args.pyspy:
         profilers += [
             ("py-spy record (default)",

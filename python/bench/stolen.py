@@ -28,7 +28,11 @@ under `python -m tach run` (blocking, and --native with --native): the tach pack
 be on PYTHONPATH. Prints one Markdown row per profiler:
 the median share of the thread's time stolen over the runs, that minus the median
 alone, and that as microseconds per sample at RATE (an upper bound on the time per
-stop when the profiler fell behind RATE).
+stop when the profiler fell behind RATE); then the share of the spin the scheduler says
+the thread was not running (its own count, `/proc/self/task/TID/schedstat`: a stop
+shows there, time the virtual machine's host took from the whole CPU does not), and
+that minus alone. The gaps are the measure; the scheduler's count is the same loss
+without the host's noise, which here moves the gaps alone by a point between runs.
 
     .venv-native-3.12/bin/python python/bench/stolen.py --native --rate 1000 --repeat 5 \
         --tach target/release/tach --pyspy .venv-native-3.12/bin/py-spy
@@ -50,12 +54,16 @@ import tempfile
 from accuracy import wait_for_child_python
 
 SPIN = r"""
-import json, sys, time
+import json, sys, threading, time
+def ran_ns():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[0])
 print("ready", flush=True)
 time.sleep(float(sys.argv[2]))
 pc = time.perf_counter_ns
 end = pc() + int(float(sys.argv[1]) * 1e9)
 stolen = gaps = 0
+ran0 = ran_ns()
 last = t0 = pc()
 while last < end:
     now = pc()
@@ -63,18 +71,25 @@ while last < end:
         stolen += now - last
         gaps += 1
     last = now
-print(json.dumps({"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps}), flush=True)
+off = (last - t0) - (ran_ns() - ran0)
+print(json.dumps({"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps,
+                  "off_cpu_pct": 100 * off / (last - t0)}), flush=True)
 """
 
 
 # The same spin, in a task awaited by a task gathered by a TaskGroup's task under main.
 ASYNC_SPIN = r"""
-import asyncio, json, sys, time
+import asyncio, json, sys, threading, time
+
+def ran_ns():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[0])
 
 def spin(seconds):
     pc = time.perf_counter_ns
     end = pc() + int(seconds * 1e9)
     stolen = gaps = 0
+    ran0 = ran_ns()
     last = t0 = pc()
     while last < end:
         now = pc()
@@ -82,7 +97,9 @@ def spin(seconds):
             stolen += now - last
             gaps += 1
         last = now
-    return {"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps}
+    off = (last - t0) - (ran_ns() - ran0)
+    return {"stolen_pct": 100 * stolen / (last - t0), "gaps": gaps,
+            "off_cpu_pct": 100 * off / (last - t0)}
 
 async def leaf(seconds):
     return spin(seconds)
@@ -122,7 +139,7 @@ def one_run(python, script, seconds, profiler):
         line = proc.stdout.readline()
         if proc.wait() != 0:
             raise SystemExit(f"python -m tach run failed ({proc.returncode})")
-        return json.loads(line)["stolen_pct"]
+        return json.loads(line)
     proc = subprocess.Popen(python + [script, str(seconds), "0.5"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     pid = wait_for_child_python(proc.pid, script)
@@ -135,7 +152,7 @@ def one_run(python, script, seconds, profiler):
         _, err = prof.communicate(timeout=60)
         if prof.returncode not in (0, None):
             raise SystemExit(f"profiler failed ({prof.returncode}): {err[-500:]}")
-    return json.loads(out)["stolen_pct"]
+    return json.loads(out)
 
 
 def main():
@@ -145,6 +162,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tach", help="a tach binary: tach record --pid, blocking and not")
+    ap.add_argument("--baseline-tach",
+                    help="another tach binary (an earlier build): its blocking row beside "
+                         "--tach's, interleaved, to compare two builds in one run")
     ap.add_argument("--pyspy", help="a py-spy binary: py-spy record, default and --nonblocking")
     ap.add_argument("--native", action="store_true",
                     help="compare native stacks: tach --native and py-spy --native against "
@@ -190,6 +210,8 @@ def main():
             ("tach record --pid (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]),
             ("tach record --pid --no-blocking", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--no-blocking", "-o", out + ".tach"]),
         ]
+        if args.baseline_tach:
+            profilers.append(("baseline tach record --pid (blocking)", lambda p: [args.baseline_tach, "record", "--pid", str(p), "-r", r, "-d", d, "--blocking", "-o", out + ".tach"]))
         if args.asyncio:
             profilers += [
                 ("tach record --pid --async-aware (blocking)", lambda p: [args.tach, "record", "--pid", str(p), "-r", r, "-d", d, "--async-aware", "--blocking", "-o", out + ".tach"]),
@@ -216,18 +238,21 @@ def main():
         # Interleaved: a change in the machine's state moves every profiler alike.
         for name, cmd in profilers:
             runs[name].append(one_run(python, script, args.seconds, cmd))
-    alone = statistics.median(runs["none"])
-    print(f"| profiler ({' '.join(python)}, {args.rate} Hz) | stolen, median of {args.repeat} | runs "
-          "| minus alone | per sample at the rate |")
-    print("|---|---|---|---|---|")
-    for name, _ in profilers:
-        med = statistics.median(runs[name])
-        each = ", ".join(f"{v:.2f}" for v in runs[name])
-        extra = "-" if name == "none" else f"{med - alone:+.2f} points"
-        # A share of each second, spread over RATE samples.
-        per = "-" if name == "none" else f"{(med - alone) / 100 * 1e6 / args.rate:.1f} us"
-        print(f"| {name} | {med:.2f}% | {each} | {extra} | {per} |")
+    def med(name, key):
+        return statistics.median(r[key] for r in runs[name])
 
+    alone, alone_off = med("none", "stolen_pct"), med("none", "off_cpu_pct")
+    print(f"| profiler ({' '.join(python)}, {args.rate} Hz) | stolen, median of {args.repeat} | runs "
+          "| minus alone | per sample at the rate | off CPU (scheduler) | minus alone |")
+    print("|---|---|---|---|---|---|---|")
+    for name, _ in profilers:
+        m, off = med(name, "stolen_pct"), med(name, "off_cpu_pct")
+        each = ", ".join(f"{r['stolen_pct']:.2f}" for r in runs[name])
+        extra = "-" if name == "none" else f"{m - alone:+.2f} points"
+        # A share of each second, spread over RATE samples.
+        per = "-" if name == "none" else f"{(m - alone) / 100 * 1e6 / args.rate:.1f} us"
+        off_extra = "-" if name == "none" else f"{off - alone_off:+.3f} points"
+        print(f"| {name} | {m:.2f}% | {each} | {extra} | {per} | {off:.3f}% | {off_extra} |")
 
 if __name__ == "__main__":
     main()
