@@ -217,6 +217,13 @@ impl Sampler {
             );
             self.stack.raw.truncate(MAX_STACK_DEPTH);
         }
+        if !(self.opts.all_threads || self.tasks.enabled()) && self.native.is_none() {
+            // The main thread alone, without its native stack: once its frames are
+            // copied the paused thread runs on. Resolving them reads their code objects,
+            // which a running frame keeps alive and which do not change (a code object
+            // freed and its place taken since fails the cache's fingerprint check).
+            self.pausing.resume();
+        }
         self.resolve_stack(o)
     }
 
