@@ -217,8 +217,17 @@ impl Sampler {
             );
             self.stack.raw.truncate(MAX_STACK_DEPTH);
         }
-        if !(self.opts.all_threads || self.tasks.enabled()) && self.native.is_none() {
-            // The main thread alone, without its native stack: once its frames are
+        let exception_read = read
+            .fields
+            .decide(&self.window.fields, self.target.types.none)
+            .is_some();
+        if !(self.opts.all_threads || self.tasks.enabled())
+            && self.native.is_none()
+            && exception_read
+        {
+            // The main thread alone, without its native stack, its exception state read
+            // with its frames (not by the later fallback, which reads the thread again:
+            // frame objects, 3.9 and 3.10, are read one by one): once its frames are
             // copied the paused thread runs on. Resolving them reads their code objects,
             // which a running frame keeps alive and which do not change (a code object
             // freed and its place taken since fails the cache's fingerprint check).
