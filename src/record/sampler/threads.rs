@@ -112,6 +112,12 @@ pub(super) fn gil_fields(o: &Offsets, bytes: &[u8], lo: u64) -> (bool, u64) {
 }
 
 impl Sampler {
+    /// Whether a tick looks at every thread (`-a`; async-aware, since any thread may
+    /// run a loop), not only the main thread.
+    pub(super) fn visits_every_thread(&self) -> bool {
+        self.opts.all_threads || self.tasks.enabled()
+    }
+
     pub(super) fn sample_all(&mut self, now_us: u64) -> Result<bool, ReadError> {
         let o = self.target.layout.offsets().clone();
         let mut ok = true;
@@ -124,8 +130,7 @@ impl Sampler {
             ranges.push((runtime.wrapping_add(lo), len));
         }
         let runtime_ranges = ranges.len();
-        // Async-aware, every thread is looked at: any of them may run a loop.
-        let visit_all = self.opts.all_threads || self.tasks.enabled();
+        let visit_all = self.visits_every_thread();
         // In the same system call, on the guess that they have not moved since the last
         // tick: the first interpreter's fields and, sampling the main thread only, its
         // thread state. Checked below; a wrong guess costs the reads it saved.
@@ -592,7 +597,7 @@ impl Sampler {
             self.stats.filtered += 1;
             return Ok(());
         }
-        if !(self.opts.all_threads || self.tasks.enabled()) {
+        if !self.visits_every_thread() {
             // The main thread alone: its sample was the tick's last read of the target,
             // and the paused thread runs on while the sample is written (a write may
             // compress and write a chunk of the file).

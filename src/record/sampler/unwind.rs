@@ -221,10 +221,7 @@ impl Sampler {
             .fields
             .decide(&self.window.fields, self.target.types.none)
             .is_some();
-        if !(self.opts.all_threads || self.tasks.enabled())
-            && self.native.is_none()
-            && exception_read
-        {
+        if !self.visits_every_thread() && self.native.is_none() && exception_read {
             // The main thread alone, without its native stack, its exception state read
             // with its frames (not by the later fallback, which reads the thread again:
             // frame objects, 3.9 and 3.10, are read one by one): once its frames are
