@@ -14,6 +14,10 @@ its cost per sample is that difference divided by the samples taken.
     .venv/bin/python python/bench/stolen.py --rate 1000 --repeat 5 --tach target/release/tach \\
         --python "scripts/cpython-chroot run -- python3.15" --cpython --asyncio
 
+--floor adds a stopper that stops the thread with ptrace at RATE and resumes it at
+once, reading nothing: what any profiler that stops the thread for each sample pays
+on this machine, to put the others' rows beside.
+
 --asyncio: the thread spins in the innermost of a chain of asyncio tasks (a TaskGroup
 task gathering a task that awaits the spinning one), and tach and CPython's sampler are
 also run with --async-aware (the running task and the tasks awaiting it read at every
@@ -27,8 +31,9 @@ native stack is the interpreter's own frames). With --in-process, also the progr
 under `python -m tach run` (blocking, and --native with --native): the tach package must
 be on PYTHONPATH. Prints one Markdown row per profiler:
 the median share of the thread's time stolen over the runs, that minus the median
-alone, and that as microseconds per sample at RATE (an upper bound on the time per
-stop when the profiler fell behind RATE); then the share of the spin the scheduler says
+alone, the median of each run minus the run alone of its round (paired: the machine's
+slow swings cancel), and the first difference as microseconds per sample at RATE (an
+upper bound on the time per stop when the profiler fell behind RATE); then the share of the spin the scheduler says
 the thread was not running (its own count, `/proc/self/task/TID/schedstat`: a stop
 shows there, time the virtual machine's host took from the whole CPU does not), and
 that minus alone. The gaps are the measure; the scheduler's count is the same loss
@@ -118,6 +123,50 @@ async def main():
 asyncio.run(main())
 """
 
+# The least a blocking profiler can take: a stopper that stops the thread with ptrace at
+# RATE and resumes it at once, reading nothing (`PTRACE_SEIZE`, `PTRACE_INTERRUPT`, a
+# spin on `waitid` for the stop that yields the CPU after 50 us, as tach's does, in case
+# the thread waits for this CPU to stop on; `PTRACE_DETACH`). Its row
+# is the floor of any profiler that stops the thread once a sample, on this machine.
+# argv: pid, rate, seconds.
+PTRACE_FLOOR = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+SEIZE, INTERRUPT, DETACH = 0x4206, 0x4207, 17
+P_PID, WNOHANG, WSTOPPED, WALL = 1, 1, 2, 0x40000000
+pid, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+info = ctypes.create_string_buffer(128)
+period = 1.0 / rate
+end = time.monotonic() + seconds
+tick = time.monotonic()
+stops = 0
+while True:
+    tick += period
+    delay = tick - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    if time.monotonic() >= end:
+        break
+    if libc.ptrace(SEIZE, pid, None, None) != 0:
+        break  # the program ended
+    if libc.ptrace(INTERRUPT, pid, None, None) != 0:
+        libc.ptrace(DETACH, pid, None, None)
+        break
+    asked = time.monotonic()
+    while True:
+        ctypes.memset(info, 0, 128)
+        if libc.waitid(P_PID, pid, info, WSTOPPED | WALL | WNOHANG) != 0:
+            sys.exit(0)  # the program ended while seized
+        if int.from_bytes(info.raw[16:20], "little") != 0:  # si_pid: stopped
+            break
+        if time.monotonic() - asked > 50e-6:
+            os.sched_yield()
+    libc.ptrace(DETACH, pid, None, None)
+    stops += 1
+print(stops, file=sys.stderr)
+"""
+
 
 class InProcess:
     """A profiler that is not attached: the program runs under `python -m tach run` with
@@ -172,6 +221,9 @@ def main():
     ap.add_argument("--in-process", action="store_true",
                     help="python -m tach run (blocking, and --native with --native) from the "
                          "tach package on PYTHONPATH, beside the other rows")
+    ap.add_argument("--floor", action="store_true",
+                    help="a row for a stopper that stops and resumes the thread at RATE with "
+                         "ptrace and reads nothing: what any blocking profiler pays here")
     ap.add_argument("--cpython", action="store_true",
                     help="CPython 3.15's profiling.sampling attach (run by --python)")
     ap.add_argument("--asyncio", action="store_true",
@@ -188,6 +240,12 @@ def main():
     r = str(args.rate)
     out = os.path.join(scratch, "out")
     profilers = [("none", None)]
+    if args.floor:
+        floor = os.path.join(scratch, "floor.py")
+        with open(floor, "w") as f:
+            f.write(PTRACE_FLOOR)
+        profilers.append(("ptrace stop and resume, nothing read (floor)",
+                          lambda p: [sys.executable, floor, str(p), r, d]))
     if args.in_process:
         profilers.append(("python -m tach run (blocking)", InProcess("-r", r, "--blocking")))
         if args.native:
@@ -242,17 +300,24 @@ def main():
         return statistics.median(r[key] for r in runs[name])
 
     alone, alone_off = med("none", "stolen_pct"), med("none", "off_cpu_pct")
+    def paired(name, key):
+        # Each run minus the run alone of the same round (the two are minutes apart at
+        # most): the machine's slow swings cancel, which the difference of the medians
+        # keeps.
+        return statistics.median(r[key] - a[key] for r, a in zip(runs[name], runs["none"]))
+
     print(f"| profiler ({' '.join(python)}, {args.rate} Hz) | stolen, median of {args.repeat} | runs "
-          "| minus alone | per sample at the rate | off CPU (scheduler) | minus alone |")
-    print("|---|---|---|---|---|---|---|")
+          "| minus alone | paired | per sample at the rate | off CPU (scheduler) | minus alone |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, _ in profilers:
         m, off = med(name, "stolen_pct"), med(name, "off_cpu_pct")
         each = ", ".join(f"{r['stolen_pct']:.2f}" for r in runs[name])
         extra = "-" if name == "none" else f"{m - alone:+.2f} points"
+        pair = "-" if name == "none" else f"{paired(name, 'stolen_pct'):+.2f} points"
         # A share of each second, spread over RATE samples.
         per = "-" if name == "none" else f"{(m - alone) / 100 * 1e6 / args.rate:.1f} us"
         off_extra = "-" if name == "none" else f"{off - alone_off:+.3f} points"
-        print(f"| {name} | {m:.2f}% | {each} | {extra} | {per} | {off:.3f}% | {off_extra} |")
+        print(f"| {name} | {m:.2f}% | {each} | {extra} | {pair} | {per} | {off:.3f}% | {off_extra} |")
 
 if __name__ == "__main__":
     main()
