@@ -33,10 +33,10 @@ be on PYTHONPATH. Prints one Markdown row per profiler:
 the median share of the thread's time stolen over the runs, that minus the median
 alone, the median of each run minus the run alone of its round (paired: the machine's
 slow swings cancel), and the first difference as microseconds per sample at RATE (an
-upper bound on the time per stop when the profiler fell behind RATE); then the share of the spin the scheduler says
-the thread was not running (its own count, `/proc/self/task/TID/schedstat`: a stop
-shows there, time the virtual machine's host took from the whole CPU does not), and
-that minus alone. The gaps are the measure; the scheduler's count is the same loss
+upper bound on the time per stop when the profiler fell behind RATE); then the share
+of the spin the scheduler says the thread was not running (its own count,
+`/proc/self/task/TID/schedstat`: a stop shows there, time the virtual machine's host
+took from the whole CPU does not), and that minus alone. The gaps are the measure; the scheduler's count is the same loss
 without the host's noise, which here moves the gaps alone by a point between runs.
 
     .venv-native-3.12/bin/python python/bench/stolen.py --native --rate 1000 --repeat 5 \
@@ -126,8 +126,8 @@ asyncio.run(main())
 # The least a blocking profiler can take: a stopper that stops the thread with ptrace at
 # RATE and resumes it at once, reading nothing (`PTRACE_SEIZE`, `PTRACE_INTERRUPT`, a
 # spin on `waitid` for the stop that yields the CPU after 50 us, as tach's does, in case
-# the thread waits for this CPU to stop on; `PTRACE_DETACH`). Its row
-# is the floor of any profiler that stops the thread once a sample, on this machine.
+# the thread waits for this CPU to stop on; `PTRACE_DETACH`). Its row is the floor of
+# any profiler that stops the thread once a sample, on this machine.
 # argv: pid, rate, seconds.
 PTRACE_FLOOR = r"""
 import ctypes, os, sys, time
